@@ -1,0 +1,40 @@
+# h5dcp_add_mpi_test(NAME name TARGET tgt RANKS 1 2 3 4 [ARGS ...] [LABELS ...] [TIMEOUT s])
+#
+# One CTest test per rank count, named mpi.<name>.np<N>, run through
+# mpiexec with every MPIEXEC_* variable, PROCESSORS set so ctest -j does not
+# oversubscribe more than asked, and the OpenMPI environment the project
+# needs: ROMIO as the MPI-IO component (see docs/FORMAT.md, "MPI-IO"),
+# oversubscription with yielding (2-core machines run 4 ranks), and running
+# as root in containers. Other MPIs ignore the OMPI_* variables.
+
+set(H5DCP_MPI_TEST_ENVIRONMENT
+  OMPI_MCA_io=romio321
+  OMPI_MCA_rmaps_base_oversubscribe=1
+  OMPI_MCA_mpi_yield_when_idle=1
+  OMPI_ALLOW_RUN_AS_ROOT=1
+  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  CACHE STRING "Environment of every MPI test")
+
+function(h5dcp_add_mpi_test)
+  cmake_parse_arguments(A "" "NAME;TARGET;TIMEOUT" "RANKS;ARGS;LABELS;FIXTURES_SETUP;FIXTURES_REQUIRED" ${ARGN})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  foreach(np IN LISTS A_RANKS)
+    set(test mpi.${A_NAME}.np${np})
+    add_test(NAME ${test}
+      COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+              $<TARGET_FILE:${A_TARGET}> ${MPIEXEC_POSTFLAGS} ${A_ARGS})
+    set_tests_properties(${test} PROPERTIES
+      PROCESSORS ${np}
+      TIMEOUT ${A_TIMEOUT}
+      LABELS "mpi;np${np};${A_LABELS}"
+      ENVIRONMENT "${H5DCP_MPI_TEST_ENVIRONMENT}")
+    if(A_FIXTURES_SETUP)
+      set_tests_properties(${test} PROPERTIES FIXTURES_SETUP "${A_FIXTURES_SETUP}")
+    endif()
+    if(A_FIXTURES_REQUIRED)
+      set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED "${A_FIXTURES_REQUIRED}")
+    endif()
+  endforeach()
+endfunction()

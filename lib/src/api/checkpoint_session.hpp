@@ -1,0 +1,25 @@
+#pragma once
+// What every public collective call sets up first: HDF5's error printing
+// silenced (its stack goes into our exceptions), the duplicated communicator,
+// and the one-time OMPIO warning.
+
+#include <mpi.h>
+
+#include "comm/comm.hpp"
+#include "hdf5/hdf5_error.hpp"
+
+namespace h5dcp::detail {
+
+class CheckpointSession {
+ public:
+  /// Collective over `comm` (it duplicates it). Single-process without MPI.
+  CheckpointSession(MPI_Comm comm, int coordinator);
+
+  const Comm& comm() const noexcept { return comm_; }
+
+ private:
+  SilenceHdf5Errors silence_;
+  Comm comm_;
+};
+
+}  // namespace h5dcp::detail

@@ -1,0 +1,298 @@
+#include "comm/comm.hpp"
+
+#include <climits>
+#include <map>
+#include <string>
+
+#include "h5dcp/error.hpp"
+
+namespace h5dcp::detail {
+namespace {
+
+int checked_count(std::size_t n) {
+  if (n > static_cast<std::size_t>(INT_MAX))
+    throw Error("h5dcp: message of " + std::to_string(n) + " bytes exceeds MPI's int count");
+  return static_cast<int>(n);
+}
+
+// Byte displacements for the v-collectives; throws when they overflow int.
+std::vector<int> displacements(const std::vector<int>& counts) {
+  std::vector<int> displs(counts.size());
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    displs[i] = checked_count(total);
+    total += static_cast<std::size_t>(counts[i]);
+  }
+  checked_count(total);
+  return displs;
+}
+
+}  // namespace
+
+void check_mpi(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+  throw IoError(std::string("h5dcp: ") + call + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+}
+
+bool mpi_is_active() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized != 0 && finalized == 0;
+}
+
+Comm::Comm(MPI_Comm comm, int coordinator) {
+  if (mpi_is_active()) {
+    check_mpi(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+    // Errors become exceptions here instead of aborting the job.
+    check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
+  if (coordinator < 0 || coordinator >= size_) {
+    release();
+    throw UsageError("h5dcp: coordinator rank " + std::to_string(coordinator) + " is not a rank of a communicator of size " +
+                     std::to_string(size_));
+  }
+  coordinator_ = coordinator;
+}
+
+Comm Comm::single_process() { return Comm(); }
+
+Comm::Comm(Comm&& other) noexcept
+    : comm_(other.comm_), rank_(other.rank_), size_(other.size_), coordinator_(other.coordinator_) {
+  other.comm_ = MPI_COMM_NULL;
+}
+
+Comm& Comm::operator=(Comm&& other) noexcept {
+  if (this != &other) {
+    release();
+    comm_ = other.comm_;
+    rank_ = other.rank_;
+    size_ = other.size_;
+    coordinator_ = other.coordinator_;
+    other.comm_ = MPI_COMM_NULL;
+  }
+  return *this;
+}
+
+Comm::~Comm() { release(); }
+
+void Comm::release() noexcept {
+  // Only our own duplicate is ever freed; after MPI_Finalize nothing may be.
+  if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && mpi_is_active())
+    MPI_Comm_free(&comm_);
+  comm_ = MPI_COMM_NULL;
+}
+
+void Comm::barrier() const {
+  if (distributed()) check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+}
+
+void Comm::broadcast(Bytes& data) const {
+  if (!distributed()) return;
+  auto size = static_cast<std::uint64_t>(data.size());
+  check_mpi(MPI_Bcast(&size, 1, MPI_UINT64_T, coordinator_, comm_), "MPI_Bcast");
+  data.resize(static_cast<std::size_t>(size));
+  check_mpi(MPI_Bcast(data.data(), checked_count(data.size()), MPI_BYTE, coordinator_, comm_), "MPI_Bcast");
+}
+
+std::vector<Bytes> Comm::gather(const Bytes& data) const {
+  if (!distributed()) return {data};
+  int count = checked_count(data.size());
+  std::vector<int> counts(is_coordinator() ? static_cast<std::size_t>(size_) : 0);
+  check_mpi(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, coordinator_, comm_), "MPI_Gather");
+  std::vector<int> displs;
+  Bytes all;
+  if (is_coordinator()) {
+    displs = displacements(counts);
+    all.resize(static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back()));
+  }
+  check_mpi(MPI_Gatherv(data.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, coordinator_,
+                        comm_),
+            "MPI_Gatherv");
+  std::vector<Bytes> result;
+  for (std::size_t i = 0; i < counts.size(); ++i) result.emplace_back(all.substr(displs[i], counts[i]));
+  return result;
+}
+
+std::vector<Bytes> Comm::all_gather(const Bytes& data) const {
+  if (!distributed()) return {data};
+  int count = checked_count(data.size());
+  std::vector<int> counts(static_cast<std::size_t>(size_));
+  check_mpi(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+  const auto displs = displacements(counts);
+  Bytes all(static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back()), '\0');
+  check_mpi(MPI_Allgatherv(data.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, comm_),
+            "MPI_Allgatherv");
+  std::vector<Bytes> result;
+  for (std::size_t i = 0; i < counts.size(); ++i) result.emplace_back(all.substr(displs[i], counts[i]));
+  return result;
+}
+
+Bytes Comm::scatter(const std::vector<Bytes>& data) const {
+  if (!distributed()) return data.at(0);
+  std::vector<int> counts;
+  std::vector<int> displs;
+  Bytes all;
+  if (is_coordinator()) {
+    if (data.size() != static_cast<std::size_t>(size_))
+      throw Error("h5dcp: scatter needs one payload per rank (" + std::to_string(size_) + "), got " +
+                  std::to_string(data.size()));
+    for (const auto& d : data) {
+      counts.push_back(checked_count(d.size()));
+      all += d;
+    }
+    displs = displacements(counts);
+  }
+  int count = 0;
+  check_mpi(MPI_Scatter(counts.data(), 1, MPI_INT, &count, 1, MPI_INT, coordinator_, comm_), "MPI_Scatter");
+  Bytes mine(static_cast<std::size_t>(count), '\0');
+  check_mpi(MPI_Scatterv(all.data(), counts.data(), displs.data(), MPI_BYTE, mine.data(), count, MPI_BYTE, coordinator_,
+                         comm_),
+            "MPI_Scatterv");
+  return mine;
+}
+
+// --- exception-robust steps -------------------------------------------------
+//
+// Every payload a step exchanges starts with a tag byte: kOk followed by the
+// value, or kFailed followed by an encoded rank -> message map. A rank whose
+// map throws still takes part in every collective of the step, so nobody
+// waits for it.
+namespace {
+
+constexpr char kOk = 'O';
+constexpr char kFailed = 'F';
+
+Bytes ok(Bytes value) { return kOk + std::move(value); }
+
+Bytes failed(const std::map<int, std::string>& failures) {
+  ByteWriter w;
+  w.put<std::uint64_t>(failures.size());
+  for (const auto& [rank, message] : failures) {
+    w.put<std::int32_t>(rank);
+    w.put_string(message);
+  }
+  return kFailed + w.take();
+}
+
+std::map<int, std::string> decode_failures(std::string_view body) {
+  ByteReader r(body);
+  std::map<int, std::string> failures;
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    const auto rank = r.get<std::int32_t>();
+    failures[rank] = r.get_string();
+  }
+  return failures;
+}
+
+std::string current_exception_message() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception (not derived from std::exception)";
+  }
+}
+
+// Runs `fn` and tags its result; an exception becomes a failure of `rank`.
+Bytes run_tagged(int rank, const std::function<Bytes()>& fn) {
+  try {
+    return ok(fn());
+  } catch (...) {
+    return failed({{rank, current_exception_message()}});
+  }
+}
+
+// Collects the failures among tagged payloads (by rank order).
+std::map<int, std::string> failures_of(const std::vector<Bytes>& tagged) {
+  std::map<int, std::string> failures;
+  for (std::size_t rank = 0; rank < tagged.size(); ++rank) {
+    const auto& t = tagged[rank];
+    if (t.empty() || t[0] != kOk) {
+      if (t.empty()) {
+        failures[static_cast<int>(rank)] = "empty step payload";
+      } else {
+        for (auto& [r, m] : decode_failures(std::string_view(t).substr(1))) failures[r] = std::move(m);
+      }
+    }
+  }
+  return failures;
+}
+
+// Strips the tag of a step's result, or throws the step's CheckpointError.
+Bytes unwrap(std::string_view step, const Bytes& tagged) {
+  if (!tagged.empty() && tagged[0] == kOk) return tagged.substr(1);
+  throw CheckpointError(std::string(step), tagged.empty() ? std::map<int, std::string>{{-1, "empty step result"}}
+                                                          : decode_failures(std::string_view(tagged).substr(1)));
+}
+
+std::vector<Bytes> untag_all(std::vector<Bytes> tagged) {
+  for (auto& t : tagged) t.erase(0, 1);
+  return tagged;
+}
+
+}  // namespace
+
+Bytes Comm::reduce_scatter(std::string_view step, const std::function<Bytes()>& map,
+                           const std::function<std::vector<Bytes>(std::vector<Bytes>)>& reduce) const {
+  const auto gathered = gather(run_tagged(rank_, map));
+  std::vector<Bytes> replies;
+  if (is_coordinator()) {
+    auto failures = failures_of(gathered);
+    if (failures.empty()) {
+      try {
+        auto results = reduce(untag_all(gathered));
+        if (results.size() != static_cast<std::size_t>(size_))
+          throw Error("reduce returned " + std::to_string(results.size()) + " payloads for " +
+                      std::to_string(size_) + " ranks");
+        for (auto& r : results) replies.push_back(ok(std::move(r)));
+      } catch (...) {
+        failures[rank_] = current_exception_message();
+      }
+    }
+    if (!failures.empty()) replies.assign(static_cast<std::size_t>(size_), failed(failures));
+  }
+  return unwrap(step, scatter(replies));
+}
+
+Bytes Comm::all_reduce(std::string_view step, const std::function<Bytes()>& map,
+                       const std::function<Bytes(std::vector<Bytes>)>& reduce) const {
+  const auto gathered = gather(run_tagged(rank_, map));
+  Bytes reply;
+  if (is_coordinator()) {
+    auto failures = failures_of(gathered);
+    if (failures.empty()) {
+      try {
+        reply = ok(reduce(untag_all(gathered)));
+      } catch (...) {
+        failures[rank_] = current_exception_message();
+      }
+    }
+    if (!failures.empty()) reply = failed(failures);
+  }
+  broadcast(reply);
+  return unwrap(step, reply);
+}
+
+std::vector<Bytes> Comm::all_gather(std::string_view step, const std::function<Bytes()>& map) const {
+  auto gathered = all_gather(run_tagged(rank_, map));
+  const auto failures = failures_of(gathered);
+  if (!failures.empty()) throw CheckpointError(std::string(step), failures);
+  return untag_all(std::move(gathered));
+}
+
+Bytes Comm::broadcast(std::string_view step, const std::function<Bytes()>& map) const {
+  Bytes reply;
+  if (is_coordinator()) reply = run_tagged(rank_, map);
+  broadcast(reply);
+  return unwrap(step, reply);
+}
+
+}  // namespace h5dcp::detail

@@ -1,0 +1,90 @@
+#pragma once
+// The thin MPI layer (the seeds' _DistWrapper): a move-only wrapper over a
+// duplicated communicator, byte collectives, and exception-robust steps.
+//
+// Call-order rule: every member except the accessors is collective; all ranks
+// call the same members in the same order. The steps never let an exception
+// escape on one rank only: a throw in `map` or `reduce` on any rank is caught,
+// exchanged, and becomes the same CheckpointError on every rank (naming the
+// step and each failing rank with its message).
+//
+// Without MPI initialized (or after MPI_Finalize) a Comm is a single process
+// of rank 0 and every collective is a local no-op copy, like the seeds'
+// no_dist mode. Needs only MPI_THREAD_SINGLE, used from one thread at a time.
+
+#include <mpi.h>
+
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "core/byte_codec.hpp"
+
+namespace h5dcp::detail {
+
+/// Throws IoError naming `call` and MPI's error string when `code` is not
+/// MPI_SUCCESS.
+void check_mpi(int code, const char* call);
+
+/// True between MPI_Init and MPI_Finalize.
+bool mpi_is_active();
+
+class Comm {
+ public:
+  /// Duplicates `comm` (so h5dcp's messages never mix with the caller's) when
+  /// MPI is active; a single-process Comm otherwise. Collective over `comm`.
+  /// Throws UsageError when `coordinator` is not a rank of `comm`.
+  explicit Comm(MPI_Comm comm, int coordinator = 0);
+  /// A single-process Comm, whether MPI is active or not.
+  static Comm single_process();
+
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  Comm(Comm&& other) noexcept;
+  Comm& operator=(Comm&& other) noexcept;
+  /// Frees the duplicate (never WORLD/SELF, never after MPI_Finalize).
+  ~Comm();
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  int coordinator() const noexcept { return coordinator_; }
+  bool is_coordinator() const noexcept { return rank_ == coordinator_; }
+  bool distributed() const noexcept { return comm_ != MPI_COMM_NULL; }
+  /// The duplicated communicator; MPI_COMM_NULL for a single process.
+  MPI_Comm raw() const noexcept { return comm_; }
+
+  void barrier() const;
+  /// The coordinator's `data` on every rank.
+  void broadcast(Bytes& data) const;
+  /// Every rank's `data`, in rank order, on the coordinator; empty elsewhere.
+  std::vector<Bytes> gather(const Bytes& data) const;
+  /// Every rank's `data`, in rank order, on every rank.
+  std::vector<Bytes> all_gather(const Bytes& data) const;
+  /// Element `rank` of the coordinator's `data` on each rank (`data` is only
+  /// read on the coordinator and must hold size() elements there).
+  Bytes scatter(const std::vector<Bytes>& data) const;
+
+  /// Runs `map` on every rank, `reduce` on the coordinator over all results
+  /// (rank order); `reduce` returns one payload per rank; each rank gets its own.
+  Bytes reduce_scatter(std::string_view step, const std::function<Bytes()>& map,
+                       const std::function<std::vector<Bytes>(std::vector<Bytes>)>& reduce) const;
+  /// Runs `map` on every rank, `reduce` on the coordinator, and returns the
+  /// reduced payload on every rank.
+  Bytes all_reduce(std::string_view step, const std::function<Bytes()>& map,
+                   const std::function<Bytes(std::vector<Bytes>)>& reduce) const;
+  /// Runs `map` on every rank and returns all results on every rank.
+  std::vector<Bytes> all_gather(std::string_view step, const std::function<Bytes()>& map) const;
+  /// Runs `map` on the coordinator and returns its result on every rank.
+  Bytes broadcast(std::string_view step, const std::function<Bytes()>& map) const;
+
+ private:
+  Comm() = default;
+  void release() noexcept;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  int coordinator_ = 0;
+};
+
+}  // namespace h5dcp::detail

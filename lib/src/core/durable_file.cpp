@@ -1,0 +1,71 @@
+#include "core/durable_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <random>
+
+#include "h5dcp/error.hpp"
+
+namespace h5dcp::detail {
+namespace {
+
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+[[noreturn]] void throw_errno(const std::string& what, int error) {
+  throw IoError("h5dcp: " + what + " failed: " + std::strerror(error));
+}
+
+}  // namespace
+
+std::string temporary_sibling(const std::string& path) {
+  const auto [dir, name] = split_path(path);
+  if (name.empty()) throw UsageError("h5dcp: checkpoint path '" + path + "' names a directory, not a file");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) throw_errno("writing into the directory '" + dir + "'", errno);
+  std::random_device entropy;
+  char suffix[17];
+  std::snprintf(suffix, sizeof suffix, "%08x%08x", entropy(), entropy());
+  return (dir == "." && path.find('/') == std::string::npos ? std::string() : dir + "/") + "." + name +
+         ".h5dcp-partial." + suffix;
+}
+
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_errno("opening '" + path + "' to fsync it", errno);
+  const int rc = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (rc != 0) throw_errno("fsync of '" + path + "'", error);
+}
+
+void publish_by_rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) throw_errno("renaming '" + from + "' to '" + to + "'", errno);
+  const auto dir = split_path(to).first;
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_errno("opening the directory '" + dir + "' to fsync it", errno);
+  const int rc = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (rc != 0) throw_errno("fsync of the directory '" + dir + "'", error);
+}
+
+void remove_quietly(const std::string& path) noexcept { ::unlink(path.c_str()); }
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace h5dcp::detail

@@ -1,0 +1,27 @@
+#pragma once
+// POSIX pieces of atomic, durable publishing: a temporary sibling name, fsync
+// of a file and of its directory, rename into place.
+
+#include <string>
+
+namespace h5dcp::detail {
+
+/// A fresh name in the directory of `path`: ".<name>.h5dcp-partial.<random>".
+/// Readers never open such a name: they open `path`. Throws IoError when the
+/// directory does not exist or is not writable.
+std::string temporary_sibling(const std::string& path);
+
+/// fsync()s the file at `path`. Throws IoError with errno's text.
+void fsync_file(const std::string& path);
+
+/// Renames `from` to `to` (atomically replacing `to`) and fsync()s the
+/// directory so the rename itself is durable. Throws IoError.
+void publish_by_rename(const std::string& from, const std::string& to);
+
+/// Removes `path` if it exists; never throws (used on failure paths).
+void remove_quietly(const std::string& path) noexcept;
+
+/// The current UTC time as ISO-8601, e.g. "2026-11-21T23:59:01Z".
+std::string utc_now_iso8601();
+
+}  // namespace h5dcp::detail

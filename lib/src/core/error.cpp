@@ -1,0 +1,21 @@
+#include "h5dcp/error.hpp"
+
+#include <sstream>
+
+namespace h5dcp {
+namespace {
+
+std::string describe(const std::string& step, const std::map<int, std::string>& failures) {
+  std::ostringstream out;
+  out << "h5dcp: step '" << step << "' failed on " << failures.size()
+      << (failures.size() == 1 ? " rank" : " ranks") << ":";
+  for (const auto& [rank, message] : failures) out << "\n  [rank " << rank << "] " << message;
+  return out.str();
+}
+
+}  // namespace
+
+CheckpointError::CheckpointError(std::string step, std::map<int, std::string> failures)
+    : Error(describe(step, failures)), step_(std::move(step)), failures_(std::move(failures)) {}
+
+}  // namespace h5dcp

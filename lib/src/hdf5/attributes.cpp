@@ -1,0 +1,83 @@
+#include "hdf5/attributes.hpp"
+
+#include "h5dcp/error.hpp"
+#include "hdf5/hdf5_error.hpp"
+#include "hdf5/types.hpp"
+
+namespace h5dcp::detail {
+
+void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
+  const auto type = string_type();
+  Handle space(check_id(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
+  Handle attr(check_id(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                       "creating attribute " + name),
+              H5Aclose);
+  const char* data = value.c_str();
+  check_status(H5Awrite(attr.get(), type.get(), &data), "writing attribute " + name);
+  attr.close("attribute " + name);
+}
+
+void write_int64_attribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values,
+                           std::optional<std::size_t> rows) {
+  Handle space;
+  if (rows && *rows > 0) {
+    const hsize_t dims[2] = {*rows, values.size() / *rows};
+    space = Handle(check_id(H5Screate_simple(2, dims, nullptr), "H5Screate_simple"), H5Sclose);
+  } else {
+    const hsize_t dims[1] = {values.size()};
+    space = Handle(check_id(H5Screate_simple(1, dims, nullptr), "H5Screate_simple"), H5Sclose);
+  }
+  Handle attr(check_id(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                       "creating attribute " + name),
+              H5Aclose);
+  check_status(H5Awrite(attr.get(), H5T_NATIVE_INT64, values.data()), "writing attribute " + name);
+  attr.close("attribute " + name);
+}
+
+bool has_attribute(hid_t object, const std::string& name) { return H5Aexists(object, name.c_str()) > 0; }
+
+namespace {
+
+Handle open_attribute(hid_t object, const std::string& name, const std::string& where) {
+  if (!has_attribute(object, name))
+    throw FormatError("h5dcp: " + where + " has no attribute '" + name + "': not an h5dcp checkpoint, or damaged");
+  return Handle(check_id(H5Aopen(object, name.c_str(), H5P_DEFAULT), "opening attribute " + name), H5Aclose);
+}
+
+}  // namespace
+
+std::string read_string_attribute(hid_t object, const std::string& name, const std::string& where) {
+  const auto attr = open_attribute(object, name, where);
+  Handle type(check_id(H5Aget_type(attr.get()), "H5Aget_type"), H5Tclose);
+  Handle space(check_id(H5Aget_space(attr.get()), "H5Aget_space"), H5Sclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Sget_simple_extent_npoints(space.get()) != 1)
+    throw FormatError("h5dcp: attribute '" + name + "' of " + where + " is not a single string");
+  if (H5Tis_variable_str(type.get()) > 0) {
+    char* data = nullptr;
+    const auto mem = string_type();
+    check_status(H5Aread(attr.get(), mem.get(), &data), "reading attribute " + name);
+    std::string value = data ? data : "";
+    H5free_memory(data);
+    return value;
+  }
+  const std::size_t size = H5Tget_size(type.get());
+  std::string value(size, '\0');
+  check_status(H5Aread(attr.get(), type.get(), value.data()), "reading attribute " + name);
+  value.resize(value.find('\0') == std::string::npos ? size : value.find('\0'));
+  return value;
+}
+
+std::vector<std::int64_t> read_int64_attribute(hid_t object, const std::string& name, const std::string& where) {
+  const auto attr = open_attribute(object, name, where);
+  Handle type(check_id(H5Aget_type(attr.get()), "H5Aget_type"), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_INTEGER)
+    throw FormatError("h5dcp: attribute '" + name + "' of " + where + " is not an integer");
+  Handle space(check_id(H5Aget_space(attr.get()), "H5Aget_space"), H5Sclose);
+  const auto n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0) throw_hdf5_error("H5Sget_simple_extent_npoints");
+  std::vector<std::int64_t> values(static_cast<std::size_t>(n));
+  check_status(H5Aread(attr.get(), H5T_NATIVE_INT64, values.data()), "reading attribute " + name);
+  return values;
+}
+
+}  // namespace h5dcp::detail

@@ -1,0 +1,42 @@
+#pragma once
+// Reads checkpoint files: the metadata (serially, once, by the coordinator)
+// and blocks of tensors (by every rank, independently).
+
+#include <mpi.h>
+
+#include <map>
+#include <string>
+
+#include "h5dcp/metadata.hpp"
+#include "hdf5/handle.hpp"
+
+namespace h5dcp::detail {
+
+/// Reads the metadata of the checkpoint at `path`, serially (not collective).
+/// Throws FormatError when the file is missing, not HDF5, not an h5dcp
+/// checkpoint, damaged, or of a newer major format version.
+Metadata read_container_metadata(const std::string& path);
+
+class ContainerReader {
+ public:
+  /// Opens `path` read-only; collective over `comm` unless MPI_COMM_NULL.
+  ContainerReader(const std::string& path, MPI_Comm comm);
+
+  /// Reads the block `box` of the tensor `fqn` (stored as `dtype`) into
+  /// `out`, contiguous. Not collective (independent I/O).
+  void read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box, void* out);
+
+  /// Closes the datasets and the file. Collective.
+  void close();
+
+ private:
+  hid_t dataset(const std::string& fqn);
+
+  std::string path_;
+  MPI_Comm comm_;
+  Handle file_;
+  Handle dxpl_;
+  std::map<std::string, Handle> datasets_;
+};
+
+}  // namespace h5dcp::detail

@@ -1,0 +1,125 @@
+#include "hdf5/container_writer.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include "h5dcp/error.hpp"
+#include "h5dcp/version.hpp"
+#include "hdf5/attributes.hpp"
+#include "hdf5/container_layout.hpp"
+#include "hdf5/dataspace.hpp"
+#include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_file.hpp"
+#include "hdf5/link_name.hpp"
+#include "hdf5/types.hpp"
+
+namespace h5dcp::detail {
+namespace {
+
+void write_tensor_attributes(hid_t dataset, const PlannedTensor& t) {
+  write_string_attribute(dataset, layout::kKey, t.fqn);
+  write_string_attribute(dataset, layout::kDType, std::string(dtype_name(t.dtype)));
+  if (t.global_shape.empty()) return;  // a 0-d tensor is one chunk: the scalar
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int64_t> sizes;
+  for (const auto& c : t.chunks) {
+    offsets.insert(offsets.end(), c.chunk.offsets.begin(), c.chunk.offsets.end());
+    sizes.insert(sizes.end(), c.chunk.sizes.begin(), c.chunk.sizes.end());
+  }
+  write_int64_attribute(dataset, layout::kChunkOffsets, offsets, t.chunks.size());
+  write_int64_attribute(dataset, layout::kChunkSizes, sizes, t.chunks.size());
+}
+
+}  // namespace
+
+ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const GlobalSavePlan& plan)
+    : path_(path), comm_(comm), plan_(plan), file_(create_file(path, comm)) {
+  const hid_t root = file_.get();
+  write_int64_attribute(root, layout::kFormatVersion, {kFormatVersionMajor, kFormatVersionMinor});
+  write_string_attribute(root, layout::kLibraryVersion, kLibraryVersion);
+  write_int64_attribute(root, layout::kWorldSize, {plan.world_size});
+  write_string_attribute(root, layout::kCreated, plan.created);
+
+  Handle dcpl(check_id(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"), H5Pclose);
+  check_status(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), "H5Pset_layout");
+  // Every element is written by some rank: fill values would only double the I/O.
+  check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
+  Handle lcpl(check_id(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
+  check_status(H5Pset_char_encoding(lcpl.get(), H5T_CSET_UTF8), "H5Pset_char_encoding");
+
+  for (const auto& t : plan.tensors) {
+    auto type = hdf5_type(t.dtype);
+    const auto space = dataspace_of(t.global_shape);
+    const std::string name = escape_link_name(t.fqn);
+    Handle dataset(check_id(H5Dcreate2(root, name.c_str(), type.get(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+                            "creating the dataset of '" + t.fqn + "'"),
+                   H5Dclose);
+    write_tensor_attributes(dataset.get(), t);
+    datasets_.push_back(std::move(dataset));
+    types_.push_back(std::move(type));
+  }
+}
+
+void ContainerWriter::write_chunks(int rank, IoMode mode, const ChunkSource& source) {
+  const bool parallel = comm_ != MPI_COMM_NULL;
+  const bool collective = parallel && mode == IoMode::Collective;
+  const auto dxpl = transfer_properties(comm_, collective);
+  std::exception_ptr first_failure;
+  const char dummy = 0;
+
+  for (std::size_t ti = 0; ti < plan_.tensors.size(); ++ti) {
+    const auto& t = plan_.tensors[ti];
+    const hid_t dataset = datasets_[ti].get();
+    // In collective mode every rank makes the same number of H5Dwrite calls
+    // per dataset: as many as the busiest writer of that dataset.
+    std::vector<const PlannedChunk*> mine;
+    std::vector<std::size_t> per_rank(static_cast<std::size_t>(plan_.world_size), 0);
+    for (const auto& c : t.chunks) {
+      ++per_rank[static_cast<std::size_t>(c.writer)];
+      if (c.writer == rank) mine.push_back(&c);
+    }
+    std::size_t calls = collective ? *std::max_element(per_rank.begin(), per_rank.end()) : mine.size();
+    // A dataset without elements has no storage to write to (on any rank).
+    if (volume(t.global_shape) == 0) calls = 0;
+
+    for (std::size_t call = 0; call < calls; ++call) {
+      const PlannedChunk* chunk = call < mine.size() && !first_failure ? mine[call] : nullptr;
+      // Resolve the bytes apart from the write: a rank whose data fails must
+      // still make its (then empty) collective call.
+      std::shared_ptr<const void> data;
+      if (chunk != nullptr && volume(chunk->chunk.sizes) > 0) {
+        try {
+          data = source(t, *chunk);
+        } catch (...) {
+          first_failure = std::current_exception();
+        }
+      }
+      try {
+        Handle file_space(check_id(H5Dget_space(dataset), "H5Dget_space"), H5Sclose);
+        Handle mem_space;
+        if (!data) {
+          check_status(H5Sselect_none(file_space.get()), "H5Sselect_none");
+          mem_space = Handle(check_id(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
+          check_status(H5Sselect_none(mem_space.get()), "H5Sselect_none");
+        } else {
+          select_block(file_space.get(), chunk->chunk, t.fqn);
+          mem_space = dataspace_of(chunk->chunk.sizes);
+        }
+        check_status(H5Dwrite(dataset, types_[ti].get(), mem_space.get(), file_space.get(), dxpl.get(),
+                              data ? data.get() : &dummy),
+                     "writing '" + t.fqn + "'" + (data ? " block " + describe_box(chunk->chunk) : std::string()));
+      } catch (...) {
+        // Keep taking part in the collective writes that follow.
+        if (!first_failure) first_failure = std::current_exception();
+      }
+    }
+  }
+  if (first_failure) std::rethrow_exception(first_failure);
+}
+
+void ContainerWriter::close() {
+  for (std::size_t i = 0; i < datasets_.size(); ++i) datasets_[i].close("the dataset of '" + plan_.tensors[i].fqn + "'");
+  file_.close("'" + path_ + "'");
+}
+
+}  // namespace h5dcp::detail

@@ -1,0 +1,39 @@
+#pragma once
+// HDF5 failures as h5dcp exceptions carrying HDF5's own error stack, and a
+// scoped switch that keeps HDF5 from printing that stack to stderr itself.
+
+#include <hdf5.h>
+
+#include <string>
+
+namespace h5dcp::detail {
+
+/// While alive, HDF5 prints nothing on errors (its stack goes into our
+/// exceptions instead). Restores the previous setting when destroyed.
+class SilenceHdf5Errors {
+ public:
+  SilenceHdf5Errors() noexcept;
+  ~SilenceHdf5Errors();
+  SilenceHdf5Errors(const SilenceHdf5Errors&) = delete;
+  SilenceHdf5Errors& operator=(const SilenceHdf5Errors&) = delete;
+
+ private:
+  H5E_auto2_t previous_func_ = nullptr;
+  void* previous_data_ = nullptr;
+};
+
+/// Throws IoError: "h5dcp: <what> failed" plus HDF5's current error stack.
+[[noreturn]] void throw_hdf5_error(const std::string& what);
+
+/// Returns `id`, or throws when it is negative.
+inline hid_t check_id(hid_t id, const std::string& what) {
+  if (id < 0) throw_hdf5_error(what);
+  return id;
+}
+
+/// Throws when `status` is negative.
+inline void check_status(herr_t status, const std::string& what) {
+  if (status < 0) throw_hdf5_error(what);
+}
+
+}  // namespace h5dcp::detail

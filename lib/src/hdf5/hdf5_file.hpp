@@ -1,0 +1,25 @@
+#pragma once
+// Opening and creating container files: with the MPI-IO driver over a
+// communicator (collective), or serially (sec2) when `comm` is MPI_COMM_NULL.
+
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <string>
+
+#include "hdf5/handle.hpp"
+
+namespace h5dcp::detail {
+
+/// Creates (truncates) `path`. Collective over `comm` unless it is MPI_COMM_NULL.
+Handle create_file(const std::string& path, MPI_Comm comm);
+
+/// Opens `path` read-only. Collective over `comm` unless it is MPI_COMM_NULL.
+/// Throws FormatError when `path` is missing or not an HDF5 file.
+Handle open_file_read_only(const std::string& path, MPI_Comm comm);
+
+/// A dataset-transfer property list: MPI-IO collective or independent for
+/// parallel files, the default for serial ones.
+Handle transfer_properties(MPI_Comm comm, bool collective);
+
+}  // namespace h5dcp::detail

@@ -1,0 +1,123 @@
+#include "plan/chunk_geometry.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "h5dcp/error.hpp"
+
+namespace h5dcp::detail {
+
+std::int64_t volume(const Shape& sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+std::optional<ChunkStorageMetadata> intersect(const ChunkStorageMetadata& a, const ChunkStorageMetadata& b) {
+  ChunkStorageMetadata out;
+  for (std::size_t d = 0; d < a.offsets.size(); ++d) {
+    const auto lo = std::max(a.offsets[d], b.offsets[d]);
+    const auto hi = std::min(a.offsets[d] + a.sizes[d], b.offsets[d] + b.sizes[d]);
+    if (hi <= lo) return std::nullopt;
+    out.offsets.push_back(lo);
+    out.sizes.push_back(hi - lo);
+  }
+  return out;
+}
+
+std::string describe_box(const ChunkStorageMetadata& box) {
+  std::ostringstream out;
+  out << "[";
+  for (std::size_t d = 0; d < box.offsets.size(); ++d)
+    out << (d ? ", " : "") << box.offsets[d] << ":" << box.offsets[d] + box.sizes[d];
+  out << "]";
+  return out.str();
+}
+
+std::string describe_shape(const Shape& shape) {
+  std::ostringstream out;
+  out << "[";
+  for (std::size_t d = 0; d < shape.size(); ++d) out << (d ? ", " : "") << shape[d];
+  out << "]";
+  return out.str();
+}
+
+namespace {
+
+// Throws naming the first overlapping pair. A sweep along the dimension with
+// the most distinct start offsets keeps this near O(n log n) for the usual
+// shardings (rows, columns, grids) instead of comparing all pairs.
+void check_no_overlap(const std::string& fqn, std::vector<ChunkStorageMetadata> chunks) {
+  if (chunks.size() < 2 || chunks.front().offsets.empty()) return;
+  const std::size_t dims = chunks.front().offsets.size();
+  std::size_t sweep = 0;
+  std::size_t best = 0;
+  for (std::size_t d = 0; d < dims; ++d) {
+    std::set<std::int64_t> starts;
+    for (const auto& c : chunks) starts.insert(c.offsets[d]);
+    if (starts.size() > best) {
+      best = starts.size();
+      sweep = d;
+    }
+  }
+  std::sort(chunks.begin(), chunks.end(), [sweep](const auto& a, const auto& b) {
+    return a.offsets[sweep] != b.offsets[sweep] ? a.offsets[sweep] < b.offsets[sweep] : a.offsets < b.offsets;
+  });
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    const auto end = chunks[i].offsets[sweep] + chunks[i].sizes[sweep];
+    for (std::size_t j = i + 1; j < chunks.size() && chunks[j].offsets[sweep] < end; ++j) {
+      if (volume(chunks[i].sizes) == 0 || volume(chunks[j].sizes) == 0) continue;
+      if (intersect(chunks[i], chunks[j]))
+        throw UsageError("h5dcp: shards of '" + fqn + "' overlap: " + describe_box(chunks[i]) + " and " +
+                         describe_box(chunks[j]));
+    }
+  }
+}
+
+// One element no chunk covers, found on the grid of chunk boundaries; nullopt
+// when the grid is too large to walk (the message then gives counts only).
+std::optional<Shape> find_uncovered(const Shape& global, const std::vector<ChunkStorageMetadata>& chunks) {
+  std::vector<std::vector<std::int64_t>> cuts(global.size());
+  double cells = 1;
+  for (std::size_t d = 0; d < global.size(); ++d) {
+    std::set<std::int64_t> b{0};
+    for (const auto& c : chunks) {
+      b.insert(c.offsets[d]);
+      if (c.offsets[d] + c.sizes[d] < global[d]) b.insert(c.offsets[d] + c.sizes[d]);
+    }
+    cuts[d].assign(b.begin(), b.end());
+    cells *= static_cast<double>(cuts[d].size());
+  }
+  if (cells > 1e6) return std::nullopt;
+  std::vector<std::size_t> idx(global.size(), 0);
+  while (true) {
+    Shape point(global.size());
+    for (std::size_t d = 0; d < global.size(); ++d) point[d] = cuts[d][idx[d]];
+    const bool covered = std::any_of(chunks.begin(), chunks.end(), [&](const auto& c) {
+      for (std::size_t d = 0; d < point.size(); ++d)
+        if (point[d] < c.offsets[d] || point[d] >= c.offsets[d] + c.sizes[d]) return false;
+      return true;
+    });
+    if (!covered) return point;
+    std::size_t d = 0;
+    while (d < idx.size() && ++idx[d] == cuts[d].size()) idx[d++] = 0;
+    if (d == idx.size()) return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void check_exact_tiling(const std::string& fqn, const Shape& global, const std::vector<ChunkStorageMetadata>& chunks) {
+  check_no_overlap(fqn, chunks);
+  std::int64_t covered = 0;
+  for (const auto& c : chunks) covered += volume(c.sizes);
+  const auto total = volume(global);
+  if (covered == total) return;
+  std::ostringstream msg;
+  msg << "h5dcp: shards of '" << fqn << "' cover " << covered << " of the " << total << " elements of its global shape "
+      << describe_shape(global);
+  if (const auto point = find_uncovered(global, chunks)) msg << "; no shard holds element " << describe_shape(*point);
+  throw UsageError(msg.str());
+}
+
+}  // namespace h5dcp::detail

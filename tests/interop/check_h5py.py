@@ -1,0 +1,75 @@
+"""Reads a checkpoint written by h5dcp-example with h5py alone (no h5dcp) and
+checks every dataset's shape, dtype, attributes and every value against the
+example's formulas. Run with /usr/bin/python3 (Debian's h5py).
+
+usage: check_h5py.py FILE WORLD_SIZE
+"""
+import sys
+
+import h5py
+import numpy as np
+
+EXPECTED = {
+    # key: (shape, torch dtype, numpy dtype h5py gives, chunks along dim 0 or None)
+    "model.embedding.weight": ((64, 16), "float32", np.float32, "rows"),
+    "model.proj.weight": ((24, 20), "bfloat16", np.float32, "rows"),
+    "model.proj.bias": ((24,), "float16", np.float16, None),
+    "model.norm.scale": ((16,), "float64", np.float64, None),
+    "model.mask": ((5, 7), "bool", np.bool_, None),
+    "data.tokens": ((9, 3), "int32", np.int32, None),
+    "optim.step": ((), "int64", np.int64, None),
+}
+
+
+def reference(shape, torch_dtype):
+    n = int(np.prod(shape)) if shape else 1
+    i = np.arange(n, dtype=np.int64)
+    if torch_dtype == "bool":
+        v = i % 3 == 0
+    elif torch_dtype.startswith("float") or torch_dtype == "bfloat16":
+        v = ((i % 509) - 254) / 4.0
+    else:
+        v = (i * 7919) % 251 - 125
+    return v.reshape(shape)
+
+
+def text(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def main(path, world_size):
+    failures = []
+
+    def check(condition, message):
+        if not condition:
+            failures.append(message)
+
+    with h5py.File(path, "r") as f:
+        check(list(f.attrs["h5dcp.format_version"]) == [1, 0], "format version")
+        check(text(f.attrs["h5dcp.library_version"]).count(".") == 2, "library version")
+        check(int(f.attrs["h5dcp.world_size"][0]) == world_size, "world size")
+        check(text(f.attrs["h5dcp.created"]).endswith("Z"), "creation time")
+        check(sorted(f.keys()) == sorted(EXPECTED), "keys: %s" % sorted(f.keys()))
+        for key, (shape, torch_dtype, np_dtype, sharding) in EXPECTED.items():
+            d = f[key]
+            data = d[()]
+            check(d.shape == shape, "%s: shape %s" % (key, d.shape))
+            check(data.dtype == np_dtype, "%s: h5py dtype %s, wanted %s" % (key, data.dtype, np_dtype))
+            check(text(d.attrs["h5dcp.dtype"]) == torch_dtype, "%s: dtype attribute" % key)
+            check(text(d.attrs["h5dcp.key"]) == key, "%s: key attribute" % key)
+            expected = reference(shape, torch_dtype).astype(np_dtype)
+            check(np.array_equal(data, expected), "%s: values differ from the formula" % key)
+            if shape:
+                offsets = d.attrs["h5dcp.chunk_offsets"]
+                sizes = d.attrs["h5dcp.chunk_sizes"]
+                want_chunks = world_size if sharding == "rows" else 1
+                check(offsets.shape == (want_chunks, len(shape)), "%s: chunk offsets %s" % (key, offsets.shape))
+                check(int(np.prod(sizes, axis=1).sum()) == int(np.prod(shape)), "%s: chunks do not cover" % key)
+    for failure in failures:
+        print("FAIL:", failure)
+    print("%d passed, %d failed" % (len(EXPECTED) + 1 - min(len(failures), len(EXPECTED) + 1), len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], int(sys.argv[2])))

@@ -1,0 +1,155 @@
+// The communication layer at 1-4 ranks: byte collectives with payloads of
+// different sizes per rank, and the exception-robust steps.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "comm/comm.hpp"
+#include "h5dcp/error.hpp"
+#include "test_support.hpp"
+
+namespace h5dcp::detail {
+namespace {
+
+// Rank r's payload: r+1 copies of the letter 'a'+r (rank 0 sends one byte).
+Bytes payload(int rank) { return Bytes(static_cast<std::size_t>(rank) * 3 + 1, static_cast<char>('a' + rank)); }
+
+TEST(Comm, DuplicatesTheCommunicatorAndKnowsItsPlace) {
+  Comm comm(MPI_COMM_WORLD);
+  EXPECT_EQ(comm.rank(), test::world_rank());
+  EXPECT_EQ(comm.size(), test::world_size());
+  EXPECT_TRUE(comm.distributed());
+  int same = MPI_UNEQUAL;
+  MPI_Comm_compare(comm.raw(), MPI_COMM_WORLD, &same);
+  EXPECT_EQ(same, MPI_CONGRUENT);  // a duplicate, not WORLD itself
+  Comm moved(std::move(comm));
+  EXPECT_FALSE(comm.distributed());  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+  EXPECT_EQ(moved.size(), test::world_size());
+}
+
+TEST(Comm, RefusesACoordinatorOutsideTheCommunicator) {
+  EXPECT_THROW(Comm(MPI_COMM_WORLD, test::world_size()), UsageError);
+  EXPECT_THROW(Comm(MPI_COMM_WORLD, -1), UsageError);
+}
+
+TEST(Comm, ByteCollectivesCarryUnevenPayloads) {
+  const int last = test::world_size() - 1;
+  Comm comm(MPI_COMM_WORLD, last);  // a coordinator other than 0 where possible
+  Bytes data = comm.is_coordinator() ? Bytes("from the coordinator") : Bytes();
+  comm.broadcast(data);
+  EXPECT_EQ(data, "from the coordinator");
+
+  const auto gathered = comm.gather(payload(comm.rank()));
+  if (comm.is_coordinator()) {
+    ASSERT_EQ(gathered.size(), static_cast<std::size_t>(comm.size()));
+    for (int r = 0; r < comm.size(); ++r) EXPECT_EQ(gathered[r], payload(r));
+  } else {
+    EXPECT_TRUE(gathered.empty());
+  }
+
+  const auto all = comm.all_gather(payload(comm.rank()));
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) EXPECT_EQ(all[r], payload(r));
+
+  std::vector<Bytes> parts;
+  if (comm.is_coordinator())
+    for (int r = 0; r < comm.size(); ++r) parts.push_back(payload(r) + "!");
+  EXPECT_EQ(comm.scatter(parts), payload(comm.rank()) + "!");
+}
+
+TEST(Comm, StepsReturnResultsWhenNothingFails) {
+  Comm comm(MPI_COMM_WORLD);
+  const auto sum = comm.all_reduce(
+      "sum", [&] { return std::to_string(comm.rank() + 1); },
+      [](std::vector<Bytes> all) {
+        int total = 0;
+        for (const auto& a : all) total += std::stoi(a);
+        return std::to_string(total);
+      });
+  const int n = comm.size();
+  EXPECT_EQ(sum, std::to_string(n * (n + 1) / 2));
+
+  const auto mine = comm.reduce_scatter(
+      "reverse", [&] { return std::to_string(comm.rank()); },
+      [](std::vector<Bytes> all) {
+        std::reverse(all.begin(), all.end());
+        return all;
+      });
+  EXPECT_EQ(mine, std::to_string(n - 1 - comm.rank()));
+
+  const auto everyone = comm.all_gather("ranks", [&] { return payload(comm.rank()); });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(everyone[r], payload(r));
+
+  EXPECT_EQ(comm.broadcast("hello", [] { return Bytes("hi"); }), "hi");
+}
+
+// Runs `step` and returns the CheckpointError every rank must see.
+template <typename Fn>
+CheckpointError expect_failure(Fn&& step) {
+  try {
+    step();
+  } catch (const CheckpointError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a CheckpointError on rank " << test::world_rank();
+  return CheckpointError("none", {});
+}
+
+TEST(Comm, AFailingMapBecomesTheSameErrorOnEveryRank) {
+  Comm comm(MPI_COMM_WORLD);
+  const int bad = comm.size() - 1;
+  auto map = [&] {
+    if (comm.rank() == bad) throw std::runtime_error("disk on fire");
+    return Bytes("ok");
+  };
+  auto identity = [](std::vector<Bytes> all) { return all; };
+  auto first = [](std::vector<Bytes> all) { return all.front(); };
+
+  for (const auto& e : {expect_failure([&] { comm.all_reduce("plan", map, first); }),
+                        expect_failure([&] { comm.reduce_scatter("scatter", map, identity); }),
+                        expect_failure([&] { comm.all_gather("gather", map); })}) {
+    ASSERT_EQ(e.failures().size(), 1u);
+    EXPECT_EQ(e.failures().begin()->first, bad);
+    EXPECT_EQ(e.failures().begin()->second, "disk on fire");
+    EXPECT_NE(std::string(e.what()).find("[rank " + std::to_string(bad) + "] disk on fire"), std::string::npos)
+        << e.what();
+  }
+  const auto e = expect_failure([&] { comm.all_gather("named step", map); });
+  EXPECT_EQ(e.step(), "named step");
+}
+
+TEST(Comm, EveryFailingRankIsNamed) {
+  Comm comm(MPI_COMM_WORLD);
+  const auto e = expect_failure([&] {
+    comm.all_gather("all fail", [&]() -> Bytes { throw std::runtime_error("rank " + std::to_string(comm.rank())); });
+  });
+  ASSERT_EQ(e.failures().size(), static_cast<std::size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) EXPECT_EQ(e.failures().at(r), "rank " + std::to_string(r));
+}
+
+TEST(Comm, AFailingReduceOrCoordinatorMapIsNamedAsTheCoordinator) {
+  Comm comm(MPI_COMM_WORLD);
+  auto e = expect_failure([&] {
+    comm.all_reduce("reduce", [] { return Bytes("x"); },
+                    [](std::vector<Bytes>) -> Bytes { throw std::logic_error("cannot reduce"); });
+  });
+  EXPECT_EQ(e.failures().at(comm.coordinator()), "cannot reduce");
+  e = expect_failure([&] {
+    comm.reduce_scatter("reduce_scatter", [] { return Bytes("x"); },
+                        [](std::vector<Bytes>) { return std::vector<Bytes>{}; });  // no payload per rank
+  });
+  EXPECT_NE(e.failures().at(comm.coordinator()).find("returned 0 payloads"), std::string::npos);
+  e = expect_failure([&] { comm.broadcast("bcast", []() -> Bytes { throw 42; }); });
+  EXPECT_NE(e.failures().at(comm.coordinator()).find("unknown exception"), std::string::npos);
+}
+
+TEST(Comm, StepsStillWorkAfterAFailure) {
+  Comm comm(MPI_COMM_WORLD);
+  expect_failure([&] { comm.all_gather("fail", []() -> Bytes { throw std::runtime_error("x"); }); });
+  EXPECT_EQ(comm.all_gather("after", [] { return Bytes("y"); }).size(), static_cast<std::size_t>(comm.size()));
+}
+
+}  // namespace
+}  // namespace h5dcp::detail

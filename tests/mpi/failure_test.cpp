@@ -1,0 +1,189 @@
+// Failures are collective: a rank that throws while planning or writing, or
+// a bad load, gives every rank the same CheckpointError naming the step and
+// the rank; nothing hangs, nothing partial is published, and an older
+// checkpoint at the same path still loads.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "h5dcp/h5dcp.hpp"
+#include "test_support.hpp"
+
+namespace h5dcp {
+namespace {
+
+using test::bitwise_equal;
+using test::reference_tensor;
+
+// Sets H5DCP_INJECT_FAULT for the scope of one call.
+class InjectFault {
+ public:
+  explicit InjectFault(const std::string& spec) { ::setenv("H5DCP_INJECT_FAULT", spec.c_str(), 1); }
+  ~InjectFault() { ::unsetenv("H5DCP_INJECT_FAULT"); }
+};
+
+template <typename Fn>
+CheckpointError expect_checkpoint_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const CheckpointError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a CheckpointError on rank " << test::world_rank();
+  return CheckpointError("none", {});
+}
+
+class Failures : public ::testing::Test {
+ protected:
+  // An older checkpoint at `path` with known contents.
+  void SetUp() override {
+    path_ = dir_.file("ckpt.h5");
+    old_ = reference_tensor({12, 4}, at::kFloat, 3);
+    StateDict sd{{"w", test::grid_shards(old_, 2, 2, test::world_rank(), test::world_size())}};
+    save(sd, path_);
+  }
+
+  // The newer state that the failing saves try to write.
+  StateDict newer() const {
+    return StateDict{{"w", test::grid_shards(reference_tensor({12, 4}, at::kFloat, 99), 2, 2, test::world_rank(),
+                                             test::world_size())},
+                     {"extra", reference_tensor({5}, at::kInt)}};
+  }
+
+  void expect_old_checkpoint_intact() {
+    StateDict into{{"w", at::zeros({12, 4}, at::kFloat)}};
+    load(into, path_);
+    EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(into.at("w")), old_)) << "the older checkpoint changed";
+    EXPECT_EQ(read_metadata(path_).state_dict_metadata.count("extra"), 0u);
+    EXPECT_EQ(dir_.entries(), std::vector<std::string>{"ckpt.h5"}) << "a temporary file was left behind";
+  }
+
+  test::TempDir dir_;
+  std::string path_;
+  at::Tensor old_;
+};
+
+TEST_F(Failures, ARankThatThrowsWhilePlanning) {
+  const int bad = test::world_size() - 1;
+  auto sd = newer();
+  if (test::world_rank() == bad) {
+    // A shard that sticks out of its global shape: this rank's planning throws.
+    std::get<ShardedTensor>(sd.at("w")).local_shards().push_back(Shard{at::zeros({3, 4}), {11, 0}});
+  }
+  const auto e = expect_checkpoint_error([&] { save(sd, path_); });
+  EXPECT_EQ(e.step(), "save:plan");
+  ASSERT_EQ(e.failures().count(bad), 1u) << e.what();
+  EXPECT_EQ(e.failures().size(), 1u) << e.what();
+  EXPECT_NE(e.failures().at(bad).find("'w'"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("[rank " + std::to_string(bad) + "]"), std::string::npos) << e.what();
+  expect_old_checkpoint_intact();
+}
+
+TEST_F(Failures, ARankThatThrowsWhileWriting) {
+  const int bad = test::world_size() - 1;
+  for (const auto mode : {IoMode::Collective, IoMode::Independent}) {
+    auto sd = newer();
+    InjectFault fault("save:write@" + std::to_string(bad));
+    const auto e = expect_checkpoint_error([&] { save(sd, path_, SaveOptions{0, mode}); });
+    EXPECT_EQ(e.step(), "save:write");
+    ASSERT_EQ(e.failures().size(), 1u) << e.what();
+    EXPECT_NE(e.failures().at(bad).find("injected fault at save:write on rank " + std::to_string(bad)),
+              std::string::npos)
+        << e.what();
+  }
+  expect_old_checkpoint_intact();
+}
+
+TEST_F(Failures, FailuresWhileSyncingOrPublishing) {
+  for (const std::string point : {"save:sync", "save:commit"}) {
+    auto sd = newer();
+    InjectFault fault(point + "@0");
+    const auto e = expect_checkpoint_error([&] { save(sd, path_); });
+    EXPECT_EQ(e.step(), point);
+    EXPECT_EQ(e.failures().count(0), 1u) << e.what();
+  }
+  expect_old_checkpoint_intact();
+}
+
+TEST_F(Failures, SeveralFailingRanksAreAllNamed) {
+  std::string spec;
+  for (int r = 0; r < test::world_size(); ++r) spec += (r ? "," : "") + std::string("save:plan@") + std::to_string(r);
+  InjectFault fault(spec);
+  auto sd = newer();
+  const auto e = expect_checkpoint_error([&] { save(sd, path_); });
+  EXPECT_EQ(e.failures().size(), static_cast<std::size_t>(test::world_size()));
+  expect_old_checkpoint_intact();
+}
+
+TEST_F(Failures, RanksDisagreeingOnAShape) {
+  if (test::world_size() == 1) GTEST_SKIP() << "one rank cannot disagree with itself";
+  auto sd = newer();
+  sd["mismatch"] = at::zeros({test::world_rank() == 0 ? 3 : 4});
+  const auto e = expect_checkpoint_error([&] { save(sd, path_); });
+  EXPECT_EQ(e.step(), "save:plan");
+  EXPECT_NE(std::string(e.what()).find("ranks disagree on 'mismatch'"), std::string::npos) << e.what();
+  expect_old_checkpoint_intact();
+}
+
+TEST_F(Failures, UnsupportedDtypeIsNamed) {
+  auto sd = newer();
+  sd["complex"] = at::zeros({2}, at::kComplexFloat);
+  const auto e = expect_checkpoint_error([&] { save(sd, path_); });
+  EXPECT_NE(std::string(e.what()).find("'complex' has dtype ComplexFloat"), std::string::npos) << e.what();
+  expect_old_checkpoint_intact();
+}
+
+TEST_F(Failures, LoadNamesMissingKeysAndMismatches) {
+  StateDict into{{"w", at::zeros({12, 5}, at::kFloat)},
+                 {"absent", at::zeros({1})},
+                 {"w_as_double", at::zeros({1})}};
+  const auto e = expect_checkpoint_error([&] { load(into, path_); });
+  EXPECT_EQ(e.step(), "load:plan");
+  EXPECT_EQ(e.failures().size(), static_cast<std::size_t>(test::world_size()));
+  const std::string m = e.what();
+  EXPECT_NE(m.find("missing from the checkpoint: 'absent', 'w_as_double'"), std::string::npos) << m;
+  EXPECT_NE(m.find("'w' has global shape [12, 4] in the checkpoint but [12, 5]"), std::string::npos) << m;
+
+  StateDict wrong_dtype{{"w", at::zeros({12, 4}, at::kDouble)}};
+  const auto d = expect_checkpoint_error([&] { load(wrong_dtype, path_); });
+  EXPECT_NE(std::string(d.what()).find("'w' is float32 in the checkpoint but float64"), std::string::npos) << d.what();
+}
+
+TEST_F(Failures, LoadOfAMissingOrForeignFile) {
+  StateDict into{{"w", at::zeros({12, 4})}};
+  auto e = expect_checkpoint_error([&] { load(into, dir_.file("nope.h5")); });
+  EXPECT_EQ(e.step(), "load:metadata");
+  EXPECT_NE(std::string(e.what()).find("no checkpoint at"), std::string::npos) << e.what();
+
+  if (test::world_rank() == 0) {
+    FILE* f = std::fopen(dir_.file("text.h5").c_str(), "w");
+    std::fputs("not hdf5", f);
+    std::fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  e = expect_checkpoint_error([&] { load(into, dir_.file("text.h5")); });
+  EXPECT_NE(std::string(e.what()).find("is not an HDF5 file"), std::string::npos) << e.what();
+  if (test::world_rank() == 0) std::remove(dir_.file("text.h5").c_str());
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_F(Failures, ARankThatThrowsWhileReading) {
+  const int bad = test::world_size() - 1;
+  StateDict into{{"w", at::zeros({12, 4})}};
+  InjectFault fault("load:read@" + std::to_string(bad));
+  const auto e = expect_checkpoint_error([&] { load(into, path_); });
+  EXPECT_EQ(e.step(), "load:read");
+  EXPECT_EQ(e.failures().count(bad), 1u);
+}
+
+TEST_F(Failures, SaveIntoAMissingDirectory) {
+  auto sd = newer();
+  const auto e = expect_checkpoint_error([&] { save(sd, dir_.file("no/such/dir/ckpt.h5")); });
+  EXPECT_EQ(e.step(), "save:plan");
+  EXPECT_NE(std::string(e.what()).find("no/such/dir"), std::string::npos) << e.what();
+  expect_old_checkpoint_intact();
+}
+
+}  // namespace
+}  // namespace h5dcp

@@ -1,0 +1,58 @@
+#pragma once
+// Helpers shared by the tests: deterministic tensors, exact comparison,
+// shardings, temporary directories.
+
+#include <ATen/ATen.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "h5dcp/sharded_tensor.hpp"
+
+namespace h5dcp::test {
+
+/// Rank and size of MPI_COMM_WORLD, or 0 and 1 without MPI.
+int world_rank();
+int world_size();
+
+/// A fresh directory shared by all ranks (created by rank 0, name broadcast);
+/// removed with its content when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  /// Names in the directory (hidden ones included), sorted.
+  std::vector<std::string> entries() const;
+
+ private:
+  std::string path_;
+};
+
+/// The same deterministic tensor on every rank: distinct values per element,
+/// exactly representable in `dtype`; for floating dtypes the first elements
+/// are -0.0, +inf, -inf, NaN and the smallest subnormal, so a bit-exact
+/// comparison catches any conversion.
+at::Tensor reference_tensor(at::IntArrayRef shape, at::ScalarType dtype, std::int64_t seed = 0);
+
+/// True when both tensors have the same dtype, shape and bytes.
+bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
+
+/// Boundaries that split `n` into `parts` uneven pieces (sizes differ by
+/// design: first pieces larger), as `parts + 1` cut points.
+std::vector<std::int64_t> uneven_cuts(std::int64_t n, int parts);
+
+/// The blocks of a `rows` x `cols` grid over `full` (uneven cuts), given to
+/// ranks round-robin; the blocks of `rank` as shards (clones, so a load into
+/// them is checked against `full`).
+ShardedTensor grid_shards(const at::Tensor& full, int grid_rows, int grid_cols, int rank, int size);
+
+/// Zero-filled shards with the same layout as `like`.
+ShardedTensor zeros_like(const ShardedTensor& like);
+
+}  // namespace h5dcp::test

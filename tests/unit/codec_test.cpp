@@ -1,0 +1,87 @@
+#include <gtest/gtest.h>
+
+#include "h5dcp/dtype.hpp"
+#include "h5dcp/error.hpp"
+#include "hdf5/link_name.hpp"
+#include "plan/codec.hpp"
+
+namespace h5dcp::detail {
+namespace {
+
+TEST(Codec, GlobalSavePlanRoundTrips) {
+  GlobalSavePlan plan;
+  plan.temp_path = "/tmp/.x.h5dcp-partial.1";
+  plan.created = "2026-11-21T00:00:00Z";
+  plan.world_size = 3;
+  plan.tensors.push_back(PlannedTensor{"a/b c", DType::BFloat16, {5, 0, 2}, true, {{{{0, 0, 0}, {5, 0, 2}}, 2, 7}}});
+  plan.tensors.push_back(PlannedTensor{"s", DType::Bool, {}, false, {{{{}, {}}, 1, 0}}});
+  const auto back = decode_global_save_plan(encode(plan));
+  EXPECT_EQ(back.temp_path, plan.temp_path);
+  EXPECT_EQ(back.created, plan.created);
+  EXPECT_EQ(back.world_size, 3);
+  ASSERT_EQ(back.tensors.size(), 2u);
+  EXPECT_EQ(back.tensors[0].fqn, "a/b c");
+  EXPECT_EQ(back.tensors[0].dtype, DType::BFloat16);
+  EXPECT_EQ(back.tensors[0].global_shape, (Shape{5, 0, 2}));
+  EXPECT_EQ(back.tensors[0].chunks[0].writer, 2);
+  EXPECT_EQ(back.tensors[0].chunks[0].writer_shard_index, 7u);
+  EXPECT_TRUE(back.tensors[1].global_shape.empty());
+}
+
+TEST(Codec, SavePlanAndMetadataRoundTrip) {
+  SavePlan plan{{WriteItem{MetadataIndex{"w", Shape{2}, 1}, DType::Int16, {4}, {{2}, {2}}, true}}};
+  const auto back = decode_save_plan(encode(plan));
+  ASSERT_EQ(back.items.size(), 1u);
+  EXPECT_EQ(back.items[0].index, plan.items[0].index);
+  EXPECT_EQ(back.items[0].index.index, std::optional<std::size_t>(1));
+  EXPECT_EQ(back.items[0].chunk, plan.items[0].chunk);
+
+  Metadata md;
+  md.format_version_major = 1;
+  md.library_version = "0.1.0";
+  md.world_size = 4;
+  md.state_dict_metadata["t"] = TensorStorageMetadata{{DType::Float16}, {3}, {{{0}, {1}}, {{1}, {2}}}};
+  md.state_dict_metadata["v"] = BytesStorageMetadata{"utf-8"};
+  const auto md2 = decode_metadata(encode(md));
+  EXPECT_EQ(md2.world_size, 4);
+  EXPECT_EQ(std::get<TensorStorageMetadata>(md2.state_dict_metadata.at("t")).chunks.size(), 2u);
+  EXPECT_EQ(std::get<BytesStorageMetadata>(md2.state_dict_metadata.at("v")).encoding, "utf-8");
+}
+
+TEST(Codec, TruncatedOrTrailingBytesAreRefused) {
+  const auto bytes = encode(SavePlan{{WriteItem{MetadataIndex{"w", std::nullopt, std::nullopt}, DType::Int8, {4},
+                                                {{0}, {4}}, false}}});
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut)
+    EXPECT_THROW(decode_save_plan(bytes.substr(0, cut)), Error) << "cut at " << cut;
+  EXPECT_THROW(decode_save_plan(bytes + "x"), Error);
+}
+
+TEST(LinkName, EscapingIsReversibleAndKeepsReadableNames) {
+  EXPECT_EQ(escape_link_name("layer1.weight"), "layer1.weight");
+  EXPECT_EQ(escape_link_name("a/b"), "a%2Fb");
+  EXPECT_EQ(escape_link_name("100%"), "100%25");
+  EXPECT_EQ(escape_link_name("."), "%2E");
+  EXPECT_EQ(escape_link_name(""), "%");
+  for (const std::string key : {"", ".", "..", "a/b/c", "%2F", "%", "sp ace", "ünïcode/κλειδί", "x.y.z", "/lead"}) {
+    const auto name = escape_link_name(key);
+    EXPECT_EQ(name.find('/'), std::string::npos) << key;
+    EXPECT_NE(name, ".");
+    EXPECT_FALSE(name.empty());
+    EXPECT_EQ(unescape_link_name(name), key);
+  }
+  EXPECT_THROW(unescape_link_name("bad%2"), FormatError);
+  EXPECT_THROW(unescape_link_name("bad%zz"), FormatError);
+}
+
+TEST(DType, NamesAndSizes) {
+  for (auto d : {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32,
+                 DType::Int16, DType::Int8, DType::UInt8, DType::Bool})
+    EXPECT_EQ(dtype_from_name(dtype_name(d)), d);
+  EXPECT_EQ(dtype_size(DType::BFloat16), 2u);
+  EXPECT_EQ(dtype_size(DType::Bool), 1u);
+  EXPECT_EQ(dtype_name(DType::Float16), "float16");
+  EXPECT_FALSE(dtype_from_name("complex64").has_value());
+}
+
+}  // namespace
+}  // namespace h5dcp::detail

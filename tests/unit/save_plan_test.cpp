@@ -1,0 +1,156 @@
+// The pure planner, driven directly: no MPI, no HDF5, no torch.
+
+#include <gtest/gtest.h>
+
+#include "h5dcp/error.hpp"
+#include "plan/chunk_geometry.hpp"
+#include "plan/save_plan.hpp"
+
+namespace h5dcp::detail {
+namespace {
+
+WriteItem shard(const std::string& fqn, Shape global, Shape offsets, Shape sizes, std::size_t index = 0,
+                DType dtype = DType::Float32) {
+  return WriteItem{MetadataIndex{fqn, offsets, index}, dtype, std::move(global), {offsets, sizes}, true};
+}
+
+WriteItem plain(const std::string& fqn, Shape shape, DType dtype = DType::Float32) {
+  return WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt}, dtype, shape, {Shape(shape.size(), 0), shape},
+                   false};
+}
+
+std::string error_of(const std::vector<SavePlan>& plans) {
+  try {
+    create_global_save_plan(plans);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SavePlan, RowShardsTileAndKeepTheirWriters) {
+  const std::vector<SavePlan> plans{{{shard("w", {10, 4}, {0, 0}, {6, 4})}}, {{shard("w", {10, 4}, {6, 0}, {4, 4})}}};
+  const auto plan = create_global_save_plan(plans);
+  ASSERT_EQ(plan.tensors.size(), 1u);
+  const auto& t = plan.tensors[0];
+  EXPECT_EQ(t.fqn, "w");
+  EXPECT_EQ(t.global_shape, (Shape{10, 4}));
+  ASSERT_EQ(t.chunks.size(), 2u);
+  EXPECT_EQ(t.chunks[0].writer, 0);
+  EXPECT_EQ(t.chunks[1].writer, 1);
+  EXPECT_EQ(bytes_per_rank(plan), (std::vector<std::int64_t>{6 * 4 * 4, 4 * 4 * 4}));
+}
+
+TEST(SavePlan, ReplicatedValuesAreWrittenOnceAndBalanced) {
+  // Four plain tensors on each of two ranks: each is written exactly once and
+  // the bytes are split evenly (largest first to the least loaded rank).
+  std::vector<SavePlan> plans(2);
+  for (auto& p : plans)
+    for (const auto& [name, rows] : std::vector<std::pair<std::string, std::int64_t>>{{"a", 8}, {"b", 4}, {"c", 4}, {"d", 8}})
+      p.items.push_back(plain(name, {rows, 2}));
+  const auto plan = create_global_save_plan(plans);
+  ASSERT_EQ(plan.tensors.size(), 4u);
+  for (const auto& t : plan.tensors) EXPECT_EQ(t.chunks.size(), 1u) << t.fqn;
+  const auto bytes = bytes_per_rank(plan);
+  EXPECT_EQ(bytes[0], bytes[1]);
+  EXPECT_EQ(bytes[0] + bytes[1], (8 + 4 + 4 + 8) * 2 * 4);
+}
+
+TEST(SavePlan, ReplicatedShardsGoToTheLeastLoadedHolder) {
+  // Rank 0 alone holds a big shard; the replicated small shard must go to rank 1.
+  const std::vector<SavePlan> plans{
+      {{shard("w", {12}, {0}, {10}, 0), shard("w", {12}, {10}, {2}, 1)}},
+      {{shard("w", {12}, {10}, {2}, 0)}},
+  };
+  const auto plan = create_global_save_plan(plans);
+  const auto& chunks = plan.tensors.at(0).chunks;
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[1].chunk.offsets, (Shape{10}));
+  EXPECT_EQ(chunks[1].writer, 1);
+  EXPECT_EQ(chunks[1].writer_shard_index, 0u);
+}
+
+TEST(SavePlan, OverlapIsRefusedWithOffsets) {
+  const std::vector<SavePlan> plans{{{shard("layer.w", {10, 4}, {0, 0}, {6, 4})}},
+                                    {{shard("layer.w", {10, 4}, {5, 0}, {5, 4})}}};
+  const auto message = error_of(plans);
+  EXPECT_NE(message.find("'layer.w'"), std::string::npos) << message;
+  EXPECT_NE(message.find("overlap"), std::string::npos) << message;
+  EXPECT_NE(message.find("[0:6, 0:4]"), std::string::npos) << message;
+  EXPECT_NE(message.find("[5:10, 0:4]"), std::string::npos) << message;
+}
+
+TEST(SavePlan, SameOffsetsDifferentSizesIsAnOverlap) {
+  const std::vector<SavePlan> plans{{{shard("w", {10}, {0}, {4})}}, {{shard("w", {10}, {0}, {10})}}};
+  EXPECT_NE(error_of(plans).find("overlap"), std::string::npos);
+}
+
+TEST(SavePlan, GapIsRefusedNamingAnUncoveredElement) {
+  const std::vector<SavePlan> plans{{{shard("w", {4, 4}, {0, 0}, {2, 4})}}, {{shard("w", {4, 4}, {2, 0}, {2, 2})}}};
+  const auto message = error_of(plans);
+  EXPECT_NE(message.find("cover 12 of the 16 elements"), std::string::npos) << message;
+  EXPECT_NE(message.find("element [2, 2]"), std::string::npos) << message;
+}
+
+TEST(SavePlan, RanksMustAgreeOnShapeDtypeAndKind) {
+  EXPECT_NE(error_of({{{plain("w", {3})}}, {{plain("w", {4})}}}).find("ranks disagree on 'w'"), std::string::npos);
+  EXPECT_NE(error_of({{{plain("w", {3})}}, {{plain("w", {3}, DType::Float64)}}}).find("float64"), std::string::npos);
+  EXPECT_NE(error_of({{{plain("w", {4})}}, {{shard("w", {4}, {0}, {4})}}}).find("sharded"), std::string::npos);
+}
+
+TEST(SavePlan, GridWithManyShardsPerRankTiles) {
+  // 5 x 3 grid of uneven blocks over [17, 10], dealt round-robin to 3 ranks.
+  const Shape rows{0, 5, 9, 12, 15, 17};
+  const Shape cols{0, 4, 7, 10};
+  std::vector<SavePlan> plans(3);
+  int block = 0;
+  for (std::size_t r = 0; r + 1 < rows.size(); ++r)
+    for (std::size_t c = 0; c + 1 < cols.size(); ++c, ++block)
+      plans[block % 3].items.push_back(shard("g", {17, 10}, {rows[r], cols[c]},
+                                             {rows[r + 1] - rows[r], cols[c + 1] - cols[c]},
+                                             plans[block % 3].items.size()));
+  const auto plan = create_global_save_plan(plans);
+  EXPECT_EQ(plan.tensors.at(0).chunks.size(), 15u);
+  const auto bytes = bytes_per_rank(plan);
+  EXPECT_EQ(bytes[0] + bytes[1] + bytes[2], 17 * 10 * 4);
+}
+
+TEST(ValidateLocalPlan, ShardOutsideTheGlobalShapeIsNamed) {
+  SavePlan p{{shard("w", {10, 4}, {8, 0}, {4, 4}, 2)}};
+  try {
+    validate_local_plan(p);
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("shard 2 of 'w'"), std::string::npos) << m;
+    EXPECT_NE(m.find("[8:12, 0:4]"), std::string::npos) << m;
+    EXPECT_NE(m.find("[10, 4]"), std::string::npos) << m;
+  }
+}
+
+TEST(ValidateLocalPlan, RankMismatchAndMixedDtypesAreRefused) {
+  EXPECT_THROW(validate_local_plan({{shard("w", {10, 4}, {0}, {10})}}), UsageError);
+  EXPECT_THROW(validate_local_plan({{shard("w", {10}, {0}, {5}, 0), shard("w", {10}, {5}, {5}, 1, DType::Int32)}}),
+               UsageError);
+  EXPECT_NO_THROW(validate_local_plan({{shard("w", {10}, {0}, {5}, 0), shard("w", {10}, {5}, {5}, 1)}}));
+}
+
+TEST(ChunkGeometry, IntersectAndVolume) {
+  const ChunkStorageMetadata a{{0, 0}, {4, 4}};
+  const ChunkStorageMetadata b{{2, 3}, {4, 4}};
+  const auto i = intersect(a, b);
+  ASSERT_TRUE(i.has_value());
+  EXPECT_EQ(i->offsets, (Shape{2, 3}));
+  EXPECT_EQ(i->sizes, (Shape{2, 1}));
+  EXPECT_FALSE(intersect(a, ChunkStorageMetadata{{4, 0}, {1, 1}}).has_value());
+  EXPECT_EQ(volume({}), 1);
+  EXPECT_EQ(volume({3, 0}), 0);
+}
+
+TEST(ChunkGeometry, ZeroDimensionalAndEmptyTensorsTile) {
+  EXPECT_NO_THROW(check_exact_tiling("s", {}, {ChunkStorageMetadata{}}));
+  EXPECT_NO_THROW(check_exact_tiling("e", {0, 3}, {ChunkStorageMetadata{{0, 0}, {0, 3}}}));
+}
+
+}  // namespace
+}  // namespace h5dcp::detail
