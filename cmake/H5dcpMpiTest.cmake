@@ -1,4 +1,5 @@
-# h5dcp_add_mpi_test(NAME name TARGET tgt RANKS 1 2 3 4 [ARGS ...] [LABELS ...] [TIMEOUT s])
+# h5dcp_add_mpi_test(NAME name TARGET tgt RANKS 1 2 3 4 [CHECK_RANKS] [ARGS ...] [LABELS ...] [TIMEOUT s]
+#                    [FIXTURES_SETUP f] [FIXTURES_REQUIRED f])
 #
 # One CTest test per rank count, named mpi.<name>.np<N>, run through
 # mpiexec with every MPIEXEC_* variable, PROCESSORS set so ctest -j does not
@@ -6,6 +7,8 @@
 # needs: ROMIO as the MPI-IO component (see docs/FORMAT.md, "MPI-IO"),
 # oversubscription with yielding (2-core machines run 4 ranks), and running
 # as root in containers. Other MPIs ignore the OMPI_* variables.
+# CHECK_RANKS passes --h5dcp-expected-ranks=N to binaries built with the
+# shared MPI test main, which fail when mpiexec started another count.
 
 set(H5DCP_MPI_TEST_ENVIRONMENT
   OMPI_MCA_io=romio321
@@ -16,15 +19,19 @@ set(H5DCP_MPI_TEST_ENVIRONMENT
   CACHE STRING "Environment of every MPI test")
 
 function(h5dcp_add_mpi_test)
-  cmake_parse_arguments(A "" "NAME;TARGET;TIMEOUT" "RANKS;ARGS;LABELS;FIXTURES_SETUP;FIXTURES_REQUIRED" ${ARGN})
+  cmake_parse_arguments(A "CHECK_RANKS" "NAME;TARGET;TIMEOUT" "RANKS;ARGS;LABELS;FIXTURES_SETUP;FIXTURES_REQUIRED" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
   foreach(np IN LISTS A_RANKS)
     set(test mpi.${A_NAME}.np${np})
+    set(extra_args ${A_ARGS})
+    if(A_CHECK_RANKS)
+      list(APPEND extra_args --h5dcp-expected-ranks=${np})
+    endif()
     add_test(NAME ${test}
       COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
-              $<TARGET_FILE:${A_TARGET}> ${MPIEXEC_POSTFLAGS} ${A_ARGS})
+              $<TARGET_FILE:${A_TARGET}> ${MPIEXEC_POSTFLAGS} ${extra_args})
     set_tests_properties(${test} PROPERTIES
       PROCESSORS ${np}
       TIMEOUT ${A_TIMEOUT}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds h5dcp (library, apps, tests) in ${H5DCP_BUILD_DIR:-build}.
+# Extra arguments go to the CMake configure step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${H5DCP_BUILD_DIR:-build}
+generator=()
+if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+cmake --build "$build_dir" --parallel "$(nproc)"
