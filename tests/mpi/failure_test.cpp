@@ -187,3 +187,29 @@ TEST_F(Failures, SaveIntoAMissingDirectory) {
 
 }  // namespace
 }  // namespace h5dcp
+
+namespace h5dcp {
+namespace {
+
+TEST(Arguments, RanksPassingDifferentPathsOrCoordinatorsAllFail) {
+  if (test::world_size() == 1) GTEST_SKIP() << "needs two ranks";
+  test::TempDir dir;
+  StateDict sd{{"v", at::ones({2})}};
+  const int rank = test::world_rank();
+  try {
+    save(sd, dir.file(rank == 0 ? "a.h5" : "b.h5"));
+    ADD_FAILURE() << "expected a UsageError on rank " << rank;
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("different checkpoint paths"), std::string::npos) << e.what();
+  }
+  try {
+    save(sd, dir.file("c.h5"), SaveOptions{rank == 0 ? 0 : 1});
+    ADD_FAILURE() << "expected a UsageError on rank " << rank;
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("different coordinator ranks (from 0 to 1)"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+}  // namespace
+}  // namespace h5dcp

@@ -7,7 +7,9 @@
 
 namespace h5dcp::detail {
 
-CheckpointSession::CheckpointSession(MPI_Comm comm, int coordinator) : comm_(comm, coordinator) {
+CheckpointSession::CheckpointSession(MPI_Comm comm, int coordinator, const std::string& path)
+    : comm_(comm, coordinator) {
+  comm_.require_same("checkpoint paths", path);
   static std::atomic<bool> warned{false};
   if (comm_.distributed() && comm_.is_coordinator() && ompio_may_be_in_use() && !warned.exchange(true))
     std::fprintf(stderr,

@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include <string>
+
 #include "comm/comm.hpp"
 #include "hdf5/hdf5_error.hpp"
 
@@ -13,7 +15,9 @@ namespace h5dcp::detail {
 class CheckpointSession {
  public:
   /// Collective over `comm` (it duplicates it). Single-process without MPI.
-  CheckpointSession(MPI_Comm comm, int coordinator);
+  /// Throws UsageError on every rank when ranks passed different
+  /// coordinators or paths.
+  CheckpointSession(MPI_Comm comm, int coordinator, const std::string& path);
 
   const Comm& comm() const noexcept { return comm_; }
 

@@ -50,12 +50,12 @@ void read_into(detail::ContainerReader& reader, const detail::ReadItem& item, at
 }  // namespace
 
 Metadata read_metadata(const std::string& path, const LoadOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator);
+  detail::CheckpointSession session(comm, options.coordinator, path);
   return share_metadata(session.comm(), path);
 }
 
 void load(StateDict& state_dict, const std::string& path, const LoadOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator);
+  detail::CheckpointSession session(comm, options.coordinator, path);
   const auto& c = session.comm();
   const auto metadata = share_metadata(c, path);
 

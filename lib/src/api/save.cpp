@@ -65,7 +65,7 @@ detail::GlobalSavePlan plan_save(const detail::Comm& comm, const StateDict& stat
 }  // namespace
 
 Metadata save(const StateDict& state_dict, const std::string& path, const SaveOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator);
+  detail::CheckpointSession session(comm, options.coordinator, path);
   const auto& c = session.comm();
   const auto plan = plan_save(c, state_dict, path);
 

@@ -52,6 +52,15 @@ Comm::Comm(MPI_Comm comm, int coordinator) {
     check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    // Ranks that disagree on the coordinator would wait for each other
+    // forever; agree first (no root needed), so all of them throw.
+    int bounds[2] = {coordinator, -coordinator};
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+    if (bounds[0] != -bounds[1]) {
+      release();
+      throw UsageError("h5dcp: ranks passed different coordinator ranks (from " + std::to_string(-bounds[1]) +
+                       " to " + std::to_string(bounds[0]) + "); every rank must pass the same");
+    }
   }
   if (coordinator < 0 || coordinator >= size_) {
     release();
@@ -293,6 +302,16 @@ Bytes Comm::broadcast(std::string_view step, const std::function<Bytes()>& map) 
   if (is_coordinator()) reply = run_tagged(rank_, map);
   broadcast(reply);
   return unwrap(step, reply);
+}
+
+void Comm::require_same(std::string_view what, std::string_view value) const {
+  if (!distributed()) return;
+  const auto hash = static_cast<unsigned long long>(std::hash<std::string_view>{}(value));
+  unsigned long long bounds[2] = {hash, ~hash};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm_), "MPI_Allreduce");
+  if (bounds[0] != ~bounds[1])
+    throw UsageError("h5dcp: ranks passed different " + std::string(what) + " (this rank: '" + std::string(value) +
+                     "'); every rank must pass the same");
 }
 
 }  // namespace h5dcp::detail

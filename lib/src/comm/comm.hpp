@@ -33,7 +33,8 @@ class Comm {
  public:
   /// Duplicates `comm` (so h5dcp's messages never mix with the caller's) when
   /// MPI is active; a single-process Comm otherwise. Collective over `comm`.
-  /// Throws UsageError when `coordinator` is not a rank of `comm`.
+  /// Throws UsageError (on every rank) when `coordinator` is not a rank of
+  /// `comm` or when ranks passed different coordinators.
   explicit Comm(MPI_Comm comm, int coordinator = 0);
   /// A single-process Comm, whether MPI is active or not.
   static Comm single_process();
@@ -76,6 +77,11 @@ class Comm {
   std::vector<Bytes> all_gather(std::string_view step, const std::function<Bytes()>& map) const;
   /// Runs `map` on the coordinator and returns its result on every rank.
   Bytes broadcast(std::string_view step, const std::function<Bytes()>& map) const;
+
+  /// Throws UsageError on every rank unless all ranks passed the same
+  /// `value` (compared by hash): catches calls whose arguments differ across
+  /// ranks (paths, options) before they can deadlock or write two files.
+  void require_same(std::string_view what, std::string_view value) const;
 
  private:
   Comm() = default;
