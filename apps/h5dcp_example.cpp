@@ -86,46 +86,63 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
+  // Tensors by fqn (the path in the nested state dict and in the file).
   const std::map<std::string, at::Tensor> full{
-      {"model.embedding.weight", reference({64, 16}, at::kFloat)},
-      {"model.proj.weight", reference({24, 20}, at::kBFloat16)},
-      {"model.proj.bias", reference({24}, at::kHalf)},
-      {"model.norm.scale", reference({16}, at::kDouble)},
-      {"model.mask", reference({5, 7}, at::kBool)},
-      {"data.tokens", reference({9, 3}, at::kInt)},
-      {"optim.step", reference({}, at::kLong)},
+      {"model/embedding.weight", reference({64, 16}, at::kFloat)},
+      {"model/proj.weight", reference({24, 20}, at::kBFloat16)},
+      {"model/proj.bias", reference({24}, at::kHalf)},
+      {"model/norm.scale", reference({16}, at::kDouble)},
+      {"model/mask", reference({5, 7}, at::kBool)},
+      {"data/tokens", reference({9, 3}, at::kInt)},
+      {"optim/step", reference({}, at::kLong)},
+  };
+  const auto is_sharded = [](const std::string& fqn) {
+    return fqn == "model/embedding.weight" || fqn == "model/proj.weight";
+  };
+  // The nesting around the tensors, with non-tensor values: what an
+  // optimizer's param_groups look like.
+  const auto skeleton = [] {
+    return h5dcp::StateDict{
+        {"model", h5dcp::StateDict{}},
+        {"data", h5dcp::StateDict{}},
+        {"optim", h5dcp::StateDict{{"param_groups", h5dcp::StateList{h5dcp::StateDict{
+                                                         {"lr", 0.001}, {"name", "adam"}, {"betas", h5dcp::StateList{0.9, 0.999}}}}}}},
+        {"epoch", 3},
+        {"note", "saved by h5dcp-example"},
+    };
   };
 
   int status = 0;
   try {
     // Two tensors row-sharded, the rest replicated on every rank.
-    h5dcp::StateDict state;
-    for (const auto& [key, tensor] : full) {
-      if (key == "model.embedding.weight" || key == "model.proj.weight")
-        state[key] = rows_of(tensor, rank, size);
-      else
-        state[key] = tensor.clone();
+    auto state = skeleton();
+    for (const auto& [fqn, tensor] : full) {
+      auto& parent = std::get<h5dcp::StateDict>(h5dcp::value_at(state, fqn.substr(0, fqn.find('/'))));
+      parent[fqn.substr(fqn.find('/') + 1)] = is_sharded(fqn) ? h5dcp::StateValue(rows_of(tensor, rank, size))
+                                                               : h5dcp::StateValue(tensor.clone());
     }
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = std::chrono::steady_clock::now();
-    const auto metadata = h5dcp::save(state, out);
+    const auto metadata = h5dcp::save(state, out).metadata;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     // Load back: the sharded tensors by columns (another sharding), the
     // replicated ones whole, into zeroed tensors.
-    h5dcp::StateDict back;
-    for (const auto& [key, tensor] : full) {
-      if (key == "model.embedding.weight" || key == "model.proj.weight")
-        back[key] = columns_of(tensor, rank, size);
-      else
-        back[key] = at::zeros_like(tensor);
+    auto back = skeleton();
+    h5dcp::value_at(back, "epoch") = 0;
+    h5dcp::value_at(back, "note") = "";
+    h5dcp::value_at(back, "optim/param_groups/0/lr") = 0.0;
+    for (const auto& [fqn, tensor] : full) {
+      auto& parent = std::get<h5dcp::StateDict>(h5dcp::value_at(back, fqn.substr(0, fqn.find('/'))));
+      parent[fqn.substr(fqn.find('/') + 1)] = is_sharded(fqn) ? h5dcp::StateValue(columns_of(tensor, rank, size))
+                                                               : h5dcp::StateValue(at::zeros_like(tensor));
     }
     h5dcp::load(back, out);
 
     long mismatches = 0;
     long checked = 0;
-    for (const auto& [key, value] : back) {
-      const auto& expected = full.at(key);
+    for (const auto& [key, expected] : full) {
+      const auto& value = h5dcp::value_at(back, key);
       if (const auto* t = std::get_if<at::Tensor>(&value)) {
         checked += t->numel();
         if (!same(*t, expected)) ++mismatches, std::fprintf(stderr, "rank %d: '%s' differs\n", rank, key.c_str());
@@ -137,6 +154,11 @@ int main(int argc, char** argv) {
           ++mismatches, std::fprintf(stderr, "rank %d: a shard of '%s' differs\n", rank, key.c_str());
       }
     }
+    // The non-tensor values came back too.
+    checked += 3;
+    if (std::get<std::int64_t>(h5dcp::value_at(back, "epoch")) != 3) ++mismatches;
+    if (std::get<std::string>(h5dcp::value_at(back, "note")) != "saved by h5dcp-example") ++mismatches;
+    if (std::get<double>(h5dcp::value_at(back, "optim/param_groups/0/lr")) != 0.001) ++mismatches;
     long all_checked = 0;
     long all_mismatches = 0;
     MPI_Reduce(&checked, &all_checked, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -144,9 +166,10 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::int64_t bytes = 0;
       for (const auto& [key, tensor] : full) bytes += tensor.numel() * tensor.element_size();
-      std::printf("h5dcp-example: %d ranks saved %zu tensors (%lld bytes; 2 row-sharded, 5 replicated and written "
-                  "once) into %s in %.3f s\n",
-                  size, metadata.state_dict_metadata.size(), static_cast<long long>(bytes), out.c_str(), seconds);
+      std::printf("h5dcp-example: %d ranks saved a nested state dict of %zu tensors (%lld bytes; 2 row-sharded, 5 "
+                  "replicated and written once) and %zu other values into %s in %.3f s\n",
+                  size, full.size(), static_cast<long long>(bytes), metadata.state_dict_metadata.size() - full.size(),
+                  out.c_str(), seconds);
       std::printf("h5dcp-example: loaded it back column-sharded and whole on %d ranks: %ld values checked, %s\n", size,
                   all_checked, all_mismatches == 0 ? "all equal bit for bit" : "MISMATCHES FOUND");
       std::printf("h5dcp-example: inspect it with: h5ls -r %s   or   h5dump -H %s\n", out.c_str(), out.c_str());

@@ -52,7 +52,7 @@ TEST(RoundTrip, EveryDtypeBitForBit) {
     saved["plain." + name] = full["plain." + name].clone();
     saved["scalar." + name] = full["scalar." + name].clone();
   }
-  const auto metadata = save(saved, dir.file("all.h5"));
+  const auto metadata = save(saved, dir.file("all.h5")).metadata;
   EXPECT_EQ(metadata.world_size, size);
   EXPECT_EQ(metadata.state_dict_metadata.size(), 3 * kAllDtypes.size());
 
@@ -183,7 +183,7 @@ TEST(RoundTrip, ReplicatedShardsAreWrittenOnce) {
   const auto full = reference_tensor({8, 2}, at::kFloat);
   StateDict sd{{"tp", ShardedTensor({8, 2}, {Shard{full.narrow(0, 0, 5).clone(), {0, 0}},
                                             Shard{full.narrow(0, 5, 3).clone(), {5, 0}}})}};
-  const auto md = save(sd, dir.file("rep.h5"));
+  const auto md = save(sd, dir.file("rep.h5")).metadata;
   EXPECT_EQ(find_tensor_metadata(md, "tp").chunks.size(), 2u);
   StateDict into{{"tp", at::zeros_like(full)}};
   load(into, dir.file("rep.h5"));

@@ -22,7 +22,7 @@ TEST(SingleProcess, SaveAndLoadWithoutMpi) {
   test::TempDir dir;
   const auto full = test::reference_tensor({7, 6}, at::kBFloat16);
   StateDict sd{{"w", test::grid_shards(full, 2, 2, 0, 1)}, {"step", test::reference_tensor({}, at::kLong, 42)}};
-  const auto md = save(sd, dir.file("solo.h5"));
+  const auto md = save(sd, dir.file("solo.h5")).metadata;
   EXPECT_EQ(md.world_size, 1);
   StateDict into{{"w", at::zeros_like(full)}, {"step", at::zeros({}, at::kLong)}};
   load(into, dir.file("solo.h5"));

@@ -2,7 +2,7 @@
 
 #include "h5dcp/dtype.hpp"
 #include "h5dcp/error.hpp"
-#include "hdf5/link_name.hpp"
+#include "core/key_escape.hpp"
 #include "plan/codec.hpp"
 
 namespace h5dcp::detail {
@@ -15,6 +15,8 @@ TEST(Codec, GlobalSavePlanRoundTrips) {
   plan.world_size = 3;
   plan.tensors.push_back(PlannedTensor{"a/b c", DType::BFloat16, {5, 0, 2}, true, {{{{0, 0, 0}, {5, 0, 2}}, 2, 7}}});
   plan.tensors.push_back(PlannedTensor{"s", DType::Bool, {}, false, {{{{}, {}}, 1, 0}}});
+  plan.values.push_back(PlannedValue{"x/y", "int", std::string(8, '\7'), 2});
+  plan.containers.emplace_back("x", ContainerKind::Dict);
   const auto back = decode_global_save_plan(encode(plan));
   EXPECT_EQ(back.temp_path, plan.temp_path);
   EXPECT_EQ(back.created, plan.created);
@@ -26,12 +28,23 @@ TEST(Codec, GlobalSavePlanRoundTrips) {
   EXPECT_EQ(back.tensors[0].chunks[0].writer, 2);
   EXPECT_EQ(back.tensors[0].chunks[0].writer_shard_index, 7u);
   EXPECT_TRUE(back.tensors[1].global_shape.empty());
+  ASSERT_EQ(back.values.size(), 1u);
+  EXPECT_EQ(back.values[0].payload, std::string(8, '\7'));
+  EXPECT_EQ(back.values[0].writer, 2);
+  EXPECT_EQ(back.containers, plan.containers);
 }
 
 TEST(Codec, SavePlanAndMetadataRoundTrip) {
-  SavePlan plan{{WriteItem{MetadataIndex{"w", Shape{2}, 1}, DType::Int16, {4}, {{2}, {2}}, true}}};
+  SavePlan plan{{WriteItem{MetadataIndex{"w", Shape{2}, 1}, WriteItemType::Shard, DType::Int16, {4}, {{2}, {2}}, {}, {}},
+                 WriteItem{MetadataIndex{"v", std::nullopt, std::nullopt}, WriteItemType::Value, DType::UInt8, {}, {},
+                           "bytes", std::string("\0\1\2", 3)}},
+                {{"d", ContainerKind::Dict}, {"d/l", ContainerKind::List}}};
   const auto back = decode_save_plan(encode(plan));
-  ASSERT_EQ(back.items.size(), 1u);
+  ASSERT_EQ(back.items.size(), 2u);
+  EXPECT_EQ(back.items[1].type, WriteItemType::Value);
+  EXPECT_EQ(back.items[1].encoding, "bytes");
+  EXPECT_EQ(back.items[1].payload, std::string("\0\1\2", 3));
+  EXPECT_EQ(back.containers, plan.containers);
   EXPECT_EQ(back.items[0].index, plan.items[0].index);
   EXPECT_EQ(back.items[0].index.index, std::optional<std::size_t>(1));
   EXPECT_EQ(back.items[0].chunk, plan.items[0].chunk);
@@ -41,16 +54,25 @@ TEST(Codec, SavePlanAndMetadataRoundTrip) {
   md.library_version = "0.1.0";
   md.world_size = 4;
   md.state_dict_metadata["t"] = TensorStorageMetadata{{DType::Float16}, {3}, {{{0}, {1}}, {{1}, {2}}}};
-  md.state_dict_metadata["v"] = BytesStorageMetadata{"utf-8"};
+  md.state_dict_metadata["v"] = BytesStorageMetadata{"str", 5};
+  md.containers["d"] = ContainerKind::List;
   const auto md2 = decode_metadata(encode(md));
   EXPECT_EQ(md2.world_size, 4);
   EXPECT_EQ(std::get<TensorStorageMetadata>(md2.state_dict_metadata.at("t")).chunks.size(), 2u);
-  EXPECT_EQ(std::get<BytesStorageMetadata>(md2.state_dict_metadata.at("v")).encoding, "utf-8");
+  EXPECT_EQ(std::get<BytesStorageMetadata>(md2.state_dict_metadata.at("v")).encoding, "str");
+  EXPECT_EQ(std::get<BytesStorageMetadata>(md2.state_dict_metadata.at("v")).size, 5);
+  EXPECT_EQ(md2.containers.at("d"), ContainerKind::List);
+
+  CheckpointIndex index{md, {{"v", "hello"}}};
+  const auto index2 = decode_checkpoint_index(encode(index));
+  EXPECT_EQ(index2.values.at("v"), "hello");
+  EXPECT_EQ(index2.metadata.containers.size(), 1u);
 }
 
 TEST(Codec, TruncatedOrTrailingBytesAreRefused) {
-  const auto bytes = encode(SavePlan{{WriteItem{MetadataIndex{"w", std::nullopt, std::nullopt}, DType::Int8, {4},
-                                                {{0}, {4}}, false}}});
+  const auto bytes = encode(SavePlan{{WriteItem{MetadataIndex{"w", std::nullopt, std::nullopt}, WriteItemType::Tensor,
+                                                DType::Int8, {4}, {{0}, {4}}, {}, {}}},
+                                     {}});
   for (std::size_t cut = 0; cut < bytes.size(); ++cut)
     EXPECT_THROW(decode_save_plan(bytes.substr(0, cut)), Error) << "cut at " << cut;
   EXPECT_THROW(decode_save_plan(bytes + "x"), Error);

@@ -13,14 +13,30 @@ Metadata saved() {
   return md;
 }
 
-ReadItem want(const std::string& fqn, DType dtype, Shape global, Shape offsets, Shape sizes) {
-  return ReadItem{MetadataIndex{fqn, offsets, 0}, dtype, std::move(global), {offsets, sizes}};
+LoadRequest want(const std::string& fqn, DType dtype, Shape global, Shape offsets, Shape sizes) {
+  return LoadRequest{MetadataIndex{fqn, offsets, 0}, false, dtype, std::move(global), {offsets, sizes}};
 }
 
 TEST(LoadPlan, AnyBlockOfASavedTensorCanBeRead) {
-  const auto plan = create_local_load_plan({want("w", DType::Float32, {8, 4}, {3, 1}, {5, 2})}, saved());
+  const auto plan = create_local_load_plan({want("w", DType::Float32, {8, 4}, {3, 1}, {5, 2})}, saved(), true, false);
   ASSERT_EQ(plan.items.size(), 1u);
-  EXPECT_EQ(plan.items[0].box.offsets, (Shape{3, 1}));
+  EXPECT_EQ(plan.items[0].storage_offsets, (Shape{3, 1}));
+  EXPECT_EQ(plan.items[0].lengths, (Shape{5, 2}));
+  EXPECT_EQ(plan.items[0].dest_offsets, (Shape{0, 0}));
+  EXPECT_EQ(plan.unexpected, std::vector<std::string>{"b"});
+  EXPECT_EQ(plan.items[0].source_chunks, std::vector<std::size_t>{0});
+}
+
+TEST(LoadPlan, BlocksKnowTheSavedChunksTheyOverlap) {
+  Metadata md;
+  md.state_dict_metadata["r"] =
+      TensorStorageMetadata{{DType::Float32}, {9, 4}, {{{0, 0}, {3, 4}}, {{3, 0}, {3, 4}}, {{6, 0}, {3, 4}}}};
+  const auto plan = create_local_load_plan({want("r", DType::Float32, {9, 4}, {2, 1}, {5, 2})}, md, true, false);
+  EXPECT_EQ(plan.items.at(0).source_chunks, (std::vector<std::size_t>{0, 1, 2}));
+  // Damaged chunk attributes that leave a hole are caught.
+  std::get<TensorStorageMetadata>(md.state_dict_metadata["r"]).chunks.pop_back();
+  EXPECT_THROW(create_local_load_plan({want("r", DType::Float32, {9, 4}, {5, 0}, {4, 4})}, md, true, false),
+               FormatError);
 }
 
 TEST(LoadPlan, EveryProblemIsReportedAtOnce) {
@@ -29,7 +45,7 @@ TEST(LoadPlan, EveryProblemIsReportedAtOnce) {
                             want("missing.b", DType::Float32, {1}, {0}, {1}),
                             want("w", DType::Float32, {8, 5}, {0, 0}, {8, 5}),
                             want("b", DType::Int32, {4}, {0}, {4})},
-                           saved());
+                           saved(), true, false);
     FAIL() << "expected a UsageError";
   } catch (const UsageError& e) {
     const std::string m = e.what();
@@ -40,7 +56,8 @@ TEST(LoadPlan, EveryProblemIsReportedAtOnce) {
 }
 
 TEST(LoadPlan, BlockOutsideTheSavedShapeIsRefused) {
-  EXPECT_THROW(create_local_load_plan({want("w", DType::Float32, {8, 4}, {6, 0}, {4, 4})}, saved()), UsageError);
+  EXPECT_THROW(create_local_load_plan({want("w", DType::Float32, {8, 4}, {6, 0}, {4, 4})}, saved(), true, false),
+               UsageError);
 }
 
 TEST(Metadata, FindTensorMetadataNamesTheKey) {

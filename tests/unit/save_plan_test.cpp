@@ -11,12 +11,18 @@ namespace {
 
 WriteItem shard(const std::string& fqn, Shape global, Shape offsets, Shape sizes, std::size_t index = 0,
                 DType dtype = DType::Float32) {
-  return WriteItem{MetadataIndex{fqn, offsets, index}, dtype, std::move(global), {offsets, sizes}, true};
+  return WriteItem{MetadataIndex{fqn, offsets, index}, WriteItemType::Shard, dtype, std::move(global), {offsets, sizes},
+                   {}, {}};
 }
 
 WriteItem plain(const std::string& fqn, Shape shape, DType dtype = DType::Float32) {
-  return WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt}, dtype, shape, {Shape(shape.size(), 0), shape},
-                   false};
+  return WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt}, WriteItemType::Tensor, dtype, shape,
+                   {Shape(shape.size(), 0), shape}, {}, {}};
+}
+
+WriteItem value(const std::string& fqn, std::string payload, std::string encoding = "str") {
+  return WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt}, WriteItemType::Value, DType::UInt8, {}, {},
+                   std::move(encoding), std::move(payload)};
 }
 
 std::string error_of(const std::vector<SavePlan>& plans) {
@@ -38,7 +44,7 @@ TEST(SavePlan, RowShardsTileAndKeepTheirWriters) {
   ASSERT_EQ(t.chunks.size(), 2u);
   EXPECT_EQ(t.chunks[0].writer, 0);
   EXPECT_EQ(t.chunks[1].writer, 1);
-  EXPECT_EQ(bytes_per_rank(plan), (std::vector<std::int64_t>{6 * 4 * 4, 4 * 4 * 4}));
+  EXPECT_EQ(plan.bytes_per_rank(), (std::vector<std::int64_t>{6 * 4 * 4, 4 * 4 * 4}));
 }
 
 TEST(SavePlan, ReplicatedValuesAreWrittenOnceAndBalanced) {
@@ -51,7 +57,7 @@ TEST(SavePlan, ReplicatedValuesAreWrittenOnceAndBalanced) {
   const auto plan = create_global_save_plan(plans);
   ASSERT_EQ(plan.tensors.size(), 4u);
   for (const auto& t : plan.tensors) EXPECT_EQ(t.chunks.size(), 1u) << t.fqn;
-  const auto bytes = bytes_per_rank(plan);
+  const auto bytes = plan.bytes_per_rank();
   EXPECT_EQ(bytes[0], bytes[1]);
   EXPECT_EQ(bytes[0] + bytes[1], (8 + 4 + 4 + 8) * 2 * 4);
 }
@@ -111,7 +117,7 @@ TEST(SavePlan, GridWithManyShardsPerRankTiles) {
                                              plans[block % 3].items.size()));
   const auto plan = create_global_save_plan(plans);
   EXPECT_EQ(plan.tensors.at(0).chunks.size(), 15u);
-  const auto bytes = bytes_per_rank(plan);
+  const auto bytes = plan.bytes_per_rank();
   EXPECT_EQ(bytes[0] + bytes[1] + bytes[2], 17 * 10 * 4);
 }
 
@@ -133,6 +139,43 @@ TEST(ValidateLocalPlan, RankMismatchAndMixedDtypesAreRefused) {
   EXPECT_THROW(validate_local_plan({{shard("w", {10}, {0}, {5}, 0), shard("w", {10}, {5}, {5}, 1, DType::Int32)}}),
                UsageError);
   EXPECT_NO_THROW(validate_local_plan({{shard("w", {10}, {0}, {5}, 0), shard("w", {10}, {5}, {5}, 1)}}));
+}
+
+TEST(SavePlan, ValuesAreWrittenOnceAndMustAgree) {
+  std::vector<SavePlan> plans(3);
+  for (auto& p : plans) p.items.push_back(value("note", "hello"));
+  const auto plan = create_global_save_plan(plans);
+  ASSERT_EQ(plan.values.size(), 1u);
+  EXPECT_EQ(plan.values[0].payload, "hello");
+  const auto bytes = plan.bytes_per_rank();
+  EXPECT_EQ(bytes[0] + bytes[1] + bytes[2], 5);
+
+  plans[2].items[0].payload = "other";
+  const auto message = error_of(plans);
+  EXPECT_NE(message.find("ranks disagree on the value of 'note' (ranks 0 and 2)"), std::string::npos) << message;
+}
+
+TEST(SavePlan, OneKindPerFqnAcrossRanks) {
+  // A tensor on one rank, a value on another.
+  auto message = error_of({{{plain("x", {2})}}, {{value("x", "1")}}});
+  EXPECT_NE(message.find("ranks disagree on 'x'"), std::string::npos) << message;
+  // A dict on one rank, a list on another.
+  message = error_of({SavePlan{{}, {{"c", ContainerKind::Dict}}}, SavePlan{{}, {{"c", ContainerKind::List}}}});
+  EXPECT_NE(message.find("rank 0 has a dict, rank 1 a list"), std::string::npos) << message;
+  // A container on one rank, a leaf on another.
+  message = error_of({SavePlan{{}, {{"c", ContainerKind::Dict}}}, SavePlan{{plain("c", {1})}, {}}});
+  EXPECT_NE(message.find("ranks disagree on 'c'"), std::string::npos) << message;
+}
+
+TEST(SavePlan, ContainersAreMergedSortedAndNeedTheirParents) {
+  const auto plan = create_global_save_plan(
+      {SavePlan{{plain("m/w", {2})}, {{"m", ContainerKind::Dict}}},
+       SavePlan{{value("o/0", "1", "int")}, {{"o", ContainerKind::List}, {"e", ContainerKind::Dict}}}});
+  ASSERT_EQ(plan.containers.size(), 3u);
+  EXPECT_EQ(plan.containers[0].first, "e");
+  EXPECT_EQ(plan.containers[1].first, "m");
+  EXPECT_EQ(plan.containers[2].first, "o");
+  EXPECT_NE(error_of({SavePlan{{plain("m/w", {2})}, {}}}).find("not its container 'm'"), std::string::npos);
 }
 
 TEST(ChunkGeometry, IntersectAndVolume) {

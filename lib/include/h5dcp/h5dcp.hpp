@@ -7,6 +7,7 @@
 #include "h5dcp/metadata.hpp"
 #include "h5dcp/mpi_io.hpp"
 #include "h5dcp/options.hpp"
+#include "h5dcp/planner.hpp"
 #include "h5dcp/sharded_tensor.hpp"
 #include "h5dcp/state_dict.hpp"
 #include "h5dcp/version.hpp"

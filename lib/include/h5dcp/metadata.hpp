@@ -27,6 +27,9 @@ struct MetadataIndex {
   }
 };
 
+/// A container of a nested state dict.
+enum class ContainerKind : std::uint8_t { Dict, List };
+
 /// An N-d block of a tensor: global offsets and sizes, one per dimension.
 struct ChunkStorageMetadata {
   std::vector<std::int64_t> offsets;
@@ -55,9 +58,10 @@ struct TensorStorageMetadata {
   std::vector<ChunkStorageMetadata> chunks;
 };
 
-/// A non-tensor value stored as bytes (ints, strings, pickled objects).
+/// A non-tensor value (docs/FORMAT.md, "Non-tensor values").
 struct BytesStorageMetadata {
-  std::string encoding;  ///< how the bytes decode, e.g. "int64", "utf-8", "pickle"
+  std::string encoding;  ///< "none", "int", "float", "bool", "str", "bytes" or "pickle"
+  std::int64_t size = 0; ///< bytes of its encoded payload
 };
 
 using StorageMetadata = std::variant<TensorStorageMetadata, BytesStorageMetadata>;
@@ -70,7 +74,8 @@ struct Metadata {
   std::string library_version;  ///< h5dcp version that wrote the checkpoint
   int world_size = 0;           ///< ranks that saved it
   std::string created;          ///< ISO-8601 UTC time of the save
-  std::map<std::string, StorageMetadata> state_dict_metadata;  ///< fqn -> storage
+  std::map<std::string, StorageMetadata> state_dict_metadata;  ///< fqn -> storage, every leaf
+  std::map<std::string, ContainerKind> containers;             ///< fqn -> kind, every nested dict/list
 };
 
 /// The tensor metadata of `fqn`; throws UsageError naming the key when it is

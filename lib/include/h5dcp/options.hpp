@@ -1,7 +1,16 @@
 #pragma once
-// Options of save and load. Plain data, no torch, no HDF5.
+// Options and results of save and load. Plain data, no torch, no HDF5.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "h5dcp/metadata.hpp"
 
 namespace h5dcp {
+
+class SavePlanner;
+class LoadPlanner;
 
 /// How ranks write their shards into the shared datasets.
 enum class IoMode {
@@ -12,10 +21,35 @@ enum class IoMode {
 struct SaveOptions {
   int coordinator = 0;  ///< rank that plans, publishes and names the checkpoint
   IoMode io_mode = IoMode::Collective;
+  SavePlanner* planner = nullptr;  ///< nullptr: DefaultSavePlanner
+};
+
+struct SaveResult {
+  Metadata metadata;                        ///< what was written (same on every rank)
+  std::vector<std::int64_t> bytes_per_rank; ///< bytes each rank wrote: replicated values count once
 };
 
 struct LoadOptions {
-  int coordinator = 0;  ///< rank that reads the metadata once and shares it
+  int coordinator = 0;         ///< rank that reads the metadata once and shares it
+  bool strict = true;          ///< missing keys are an error (else reported in LoadResult)
+  bool convert_dtype = false;  ///< convert a stored dtype to the state dict's instead of refusing
+  LoadPlanner* planner = nullptr;  ///< nullptr: DefaultLoadPlanner(strict, convert_dtype)
+};
+
+struct LoadResult {
+  std::vector<std::string> missing_keys;     ///< requested by this rank, not in the checkpoint (non-strict)
+  std::vector<std::string> unexpected_keys;  ///< in the checkpoint, not requested by this rank (ignored)
+};
+
+/// How load_all lays out the tensors it creates.
+enum class LoadLayout {
+  Whole,        ///< every rank gets every tensor whole, as a plain tensor
+  ShardedDim0,  ///< tensors are ShardedTensors split along dim 0 like torch.chunk (0-d ones stay whole)
+};
+
+struct LoadAllOptions {
+  int coordinator = 0;
+  LoadLayout layout = LoadLayout::Whole;
 };
 
 }  // namespace h5dcp

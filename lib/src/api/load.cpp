@@ -1,9 +1,10 @@
-// load() and read_metadata(): the mirror of save.
+// load(), load_all() and read_metadata(): the mirror of save.
 //
-//   load:metadata  broadcast   the coordinator reads the metadata once
-//   load:plan      all_gather  each rank checks what it wants against it
+//   load:metadata  broadcast   the coordinator reads metadata and values once
+//   load:plan      all_gather  each rank plans its reads, checked against it
 //   load:open      all_gather  every rank opens the file (MPI-IO)
 //   load:read      all_gather  each rank reads its blocks, independently
+//   load:close     all_gather  every rank closes the file
 //
 // Every tensor is one dataset with its global shape, so a rank reads any
 // block it wants straight from it: loading with another rank count or
@@ -17,52 +18,63 @@
 #include "api/checkpoint_session.hpp"
 #include "core/fault_injection.hpp"
 #include "h5dcp/checkpoint.hpp"
+#include "h5dcp/error.hpp"
+#include "h5dcp/planner.hpp"
 #include "hdf5/container_reader.hpp"
+#include "plan/chunk_geometry.hpp"
 #include "plan/codec.hpp"
-#include "plan/load_plan.hpp"
 #include "torch/dtype_mapping.hpp"
-#include "torch/state_dict_items.hpp"
+#include "torch/value_codec.hpp"
 
 namespace h5dcp {
 namespace {
 
 using detail::Bytes;
 
-Metadata share_metadata(const detail::Comm& comm, const std::string& path) {
-  return detail::decode_metadata(comm.broadcast("load:metadata", [&] {
+detail::CheckpointIndex share_index(const detail::Comm& comm, const std::string& path) {
+  return detail::decode_checkpoint_index(comm.broadcast("load:metadata", [&] {
     detail::fault_point("load:metadata", comm.rank());
-    return detail::encode(detail::read_container_metadata(path));
+    return detail::encode(detail::read_container_index(path));
   }));
 }
 
-// Reads one block into `target`: straight into its memory when it is a
-// contiguous CPU tensor, through a host buffer otherwise.
-void read_into(detail::ContainerReader& reader, const detail::ReadItem& item, at::Tensor target) {
-  if (target.device().is_cpu() && target.is_contiguous()) {
-    reader.read(item.index.fqn, item.dtype, item.box, target.data_ptr());
+// The block of `dest` that `item` fills.
+at::Tensor dest_block(const at::Tensor& dest, const ReadItem& item) {
+  if (static_cast<std::size_t>(dest.dim()) != item.lengths.size() || item.dest_offsets.size() != item.lengths.size())
+    throw UsageError("h5dcp: the destination of '" + item.storage_fqn + "' has " + std::to_string(dest.dim()) +
+                     " dimensions, the read " + std::to_string(item.lengths.size()));
+  auto block = dest;
+  for (std::size_t d = 0; d < item.lengths.size(); ++d) {
+    const auto dim = static_cast<std::int64_t>(d);
+    if (item.dest_offsets[d] < 0 || item.dest_offsets[d] + item.lengths[d] > dest.size(dim))
+      throw UsageError("h5dcp: the read of '" + item.storage_fqn + "' does not fit its destination tensor");
+    block = block.narrow(dim, item.dest_offsets[d], item.lengths[d]);
+  }
+  return block;
+}
+
+// Reads one block into `block`: straight into its memory when it is a
+// contiguous CPU tensor of the stored dtype, through a host buffer otherwise
+// (other device, strides, or a dtype to convert to).
+void read_into(detail::ContainerReader& reader, const ReadItem& item, at::Tensor block) {
+  const ChunkStorageMetadata box{item.storage_offsets, item.lengths};
+  const auto stored = detail::to_scalar_type(item.dtype);
+  if (block.device().is_cpu() && block.is_contiguous() && block.scalar_type() == stored) {
+    reader.read(item.storage_fqn, item.dtype, box, block.data_ptr());
     return;
   }
-  auto staging = at::empty(target.sizes(), target.options().device(at::kCPU).memory_format(at::MemoryFormat::Contiguous));
-  reader.read(item.index.fqn, item.dtype, item.box, staging.data_ptr());
-  target.copy_(staging);
+  auto staging = at::empty(block.sizes(), at::TensorOptions().dtype(stored).device(at::kCPU));
+  reader.read(item.storage_fqn, item.dtype, box, staging.data_ptr());
+  block.copy_(staging);
 }
 
-}  // namespace
-
-Metadata read_metadata(const std::string& path, const LoadOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator, path);
-  return share_metadata(session.comm(), path);
-}
-
-void load(StateDict& state_dict, const std::string& path, const LoadOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator, path);
-  const auto& c = session.comm();
-  const auto metadata = share_metadata(c, path);
-
-  std::optional<detail::LoadPlan> plan;
+LoadResult load_with(const detail::Comm& c, const std::string& path, const detail::CheckpointIndex& index,
+                     LoadPlanner& planner, StateDict& state_dict) {
+  std::optional<LoadPlan> plan;
   c.all_gather("load:plan", [&] {
     detail::fault_point("load:plan", c.rank());
-    plan = detail::create_local_load_plan(detail::local_read_items(state_dict), metadata);
+    planner.set_up(state_dict, index.metadata, c.is_coordinator());
+    plan = planner.create_local_plan();
     return Bytes();
   });
 
@@ -74,7 +86,16 @@ void load(StateDict& state_dict, const std::string& path, const LoadOptions& opt
     });
     c.all_gather("load:read", [&] {
       detail::fault_point("load:read", c.rank());
-      for (const auto& item : plan->items) read_into(*reader, item, find_state_dict_object(state_dict, item.index));
+      for (const auto& item : plan->items) {
+        if (item.type == ReadItemType::Value) {
+          const auto& storage = std::get<BytesStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn));
+          planner.load_value(item, detail::decode_value(storage.encoding, index.values.at(item.storage_fqn), item.storage_fqn));
+          continue;
+        }
+        const auto dest = planner.resolve_tensor(item);
+        read_into(*reader, item, dest_block(dest, item));
+        planner.commit_tensor(item, dest);
+      }
       return Bytes();
     });
     c.all_gather("load:close", [&] {
@@ -91,6 +112,59 @@ void load(StateDict& state_dict, const std::string& path, const LoadOptions& opt
     }
     throw;
   }
+  return LoadResult{plan->missing, plan->unexpected};
+}
+
+// A tensor of `storage` for load_all: whole, or this rank's rows of it.
+StateValue empty_tensor_for(const TensorStorageMetadata& storage, LoadLayout layout, int rank, int size) {
+  const auto options = at::TensorOptions().dtype(detail::to_scalar_type(storage.properties.dtype));
+  if (layout == LoadLayout::Whole || storage.size.empty()) return at::empty(storage.size, options);
+  // torch.chunk's split: ceil(rows / ranks) rows each, the last ranks get fewer or none.
+  const auto rows = storage.size[0];
+  const auto per_rank = (rows + size - 1) / size;
+  const auto start = std::min<std::int64_t>(rows, per_rank * rank);
+  auto shape = storage.size;
+  shape[0] = std::max<std::int64_t>(0, std::min(per_rank, rows - start));
+  Shape offsets(storage.size.size(), 0);
+  offsets[0] = start;
+  return ShardedTensor(storage.size, {Shard{at::empty(shape, options), offsets}});
+}
+
+}  // namespace
+
+Metadata read_metadata(const std::string& path, int coordinator, MPI_Comm comm) {
+  detail::CheckpointSession session(comm, coordinator, path);
+  return share_index(session.comm(), path).metadata;
+}
+
+LoadResult load(StateDict& state_dict, const std::string& path, const LoadOptions& options, MPI_Comm comm) {
+  detail::CheckpointSession session(comm, options.coordinator, path);
+  const auto index = share_index(session.comm(), path);
+  DefaultLoadPlanner default_planner(options.strict, options.convert_dtype);
+  LoadPlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
+  return load_with(session.comm(), path, index, planner, state_dict);
+}
+
+StateDict load_all(const std::string& path, const LoadAllOptions& options, MPI_Comm comm) {
+  detail::CheckpointSession session(comm, options.coordinator, path);
+  const auto& c = session.comm();
+  const auto index = share_index(c, path);
+  StateDict state_dict;
+  c.all_gather("load:allocate", [&] {
+    FlatStateDict flat;
+    flat.containers = index.metadata.containers;
+    for (const auto& [fqn, storage] : index.metadata.state_dict_metadata) {
+      if (const auto* t = std::get_if<TensorStorageMetadata>(&storage))
+        flat.leaves.emplace(fqn, empty_tensor_for(*t, options.layout, c.rank(), c.size()));
+      else
+        flat.leaves.emplace(fqn, StateValue(std::monostate{}));  // replaced by the stored value
+    }
+    state_dict = unflatten_state_dict(flat);
+    return Bytes();
+  });
+  DefaultLoadPlanner planner(/*strict=*/true, /*convert_dtype=*/false);
+  load_with(c, path, index, planner, state_dict);
+  return state_dict;
 }
 
 }  // namespace h5dcp

@@ -1,8 +1,8 @@
 // save(): the seeds' two-phase protocol over MPI and one parallel HDF5 file.
 //
 //   save:plan    all_reduce  local plans -> coordinator's global plan -> all
-//   save:create  all_gather  every rank creates the file and all datasets
-//   save:write   all_gather  each rank writes the chunks assigned to it
+//   save:create  all_gather  every rank creates the file, groups and datasets
+//   save:write   all_gather  each rank writes the blocks and values assigned to it
 //   save:sync    all_gather  close the file, fsync it from every rank
 //   save:commit  broadcast   coordinator renames the file into place
 //
@@ -10,24 +10,29 @@
 // exists, the failure path closes it on every rank and the coordinator
 // removes it, so nothing partial is ever published.
 
+#include <ATen/core/Tensor.h>
+
 #include <optional>
 
 #include "api/checkpoint_session.hpp"
-#include "comm/comm.hpp"
 #include "core/durable_file.hpp"
 #include "core/fault_injection.hpp"
 #include "h5dcp/checkpoint.hpp"
+#include "h5dcp/error.hpp"
+#include "h5dcp/planner.hpp"
 #include "h5dcp/version.hpp"
 #include "hdf5/container_writer.hpp"
+#include "plan/chunk_geometry.hpp"
 #include "plan/codec.hpp"
-#include "torch/state_dict_items.hpp"
+#include "torch/dtype_mapping.hpp"
+#include "torch/host_bytes.hpp"
 
 namespace h5dcp {
 namespace {
 
 using detail::Bytes;
 
-Metadata metadata_of(const detail::GlobalSavePlan& plan) {
+Metadata metadata_of(const GlobalSavePlan& plan) {
   Metadata md;
   md.format_version_major = kFormatVersionMajor;
   md.format_version_minor = kFormatVersionMinor;
@@ -39,22 +44,26 @@ Metadata metadata_of(const detail::GlobalSavePlan& plan) {
     for (const auto& c : t.chunks) storage.chunks.push_back(c.chunk);
     md.state_dict_metadata.emplace(t.fqn, std::move(storage));
   }
+  for (const auto& v : plan.values)
+    md.state_dict_metadata.emplace(v.fqn, BytesStorageMetadata{v.encoding, static_cast<std::int64_t>(v.payload.size())});
+  for (const auto& [fqn, kind] : plan.containers) md.containers.emplace(fqn, kind);
   return md;
 }
 
-detail::GlobalSavePlan plan_save(const detail::Comm& comm, const StateDict& state_dict, const std::string& path) {
+GlobalSavePlan plan_save(const detail::Comm& comm, SavePlanner& planner, const StateDict& state_dict,
+                         const std::string& path) {
   const Bytes global = comm.all_reduce(
       "save:plan",
       [&] {
         detail::fault_point("save:plan", comm.rank());
-        auto local = detail::local_save_plan(state_dict);
-        detail::validate_local_plan(local);
-        return detail::encode(local);
+        planner.set_up(state_dict, comm.is_coordinator());
+        return detail::encode(planner.create_local_plan());
       },
       [&](std::vector<Bytes> locals) {
-        std::vector<detail::SavePlan> plans;
+        std::vector<SavePlan> plans;
         for (const auto& l : locals) plans.push_back(detail::decode_save_plan(l));
-        auto plan = detail::create_global_save_plan(plans);
+        auto plan = planner.create_global_plan(plans);
+        plan.world_size = comm.size();
         plan.temp_path = detail::temporary_sibling(path);
         plan.created = detail::utc_now_iso8601();
         return detail::encode(plan);
@@ -62,12 +71,26 @@ detail::GlobalSavePlan plan_save(const detail::Comm& comm, const StateDict& stat
   return detail::decode_global_save_plan(global);
 }
 
+// The bytes of a block the planner resolved, checked against the plan.
+std::shared_ptr<const void> block_bytes(SavePlanner& planner, const PlannedTensor& tensor, const PlannedChunk& chunk) {
+  const auto data = planner.resolve_tensor(tensor, chunk);
+  const Shape shape(data.sizes().begin(), data.sizes().end());
+  if (shape != chunk.chunk.sizes || data.scalar_type() != detail::to_scalar_type(tensor.dtype))
+    throw UsageError("h5dcp: the tensor resolved for block " + detail::describe_box(chunk.chunk) + " of '" +
+                     tensor.fqn + "' is " + std::string(c10::toString(data.scalar_type())) + " " +
+                     detail::describe_shape(shape) + ", not " + std::string(dtype_name(tensor.dtype)) + " " +
+                     detail::describe_shape(chunk.chunk.sizes));
+  return detail::host_bytes(data);
+}
+
 }  // namespace
 
-Metadata save(const StateDict& state_dict, const std::string& path, const SaveOptions& options, MPI_Comm comm) {
+SaveResult save(const StateDict& state_dict, const std::string& path, const SaveOptions& options, MPI_Comm comm) {
   detail::CheckpointSession session(comm, options.coordinator, path);
   const auto& c = session.comm();
-  const auto plan = plan_save(c, state_dict, path);
+  DefaultSavePlanner default_planner;
+  SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
+  const auto plan = plan_save(c, planner, state_dict, path);
 
   std::optional<detail::ContainerWriter> writer;
   try {
@@ -76,11 +99,9 @@ Metadata save(const StateDict& state_dict, const std::string& path, const SaveOp
       return Bytes();
     });
     c.all_gather("save:write", [&] {
-      writer->write_chunks(c.rank(), options.io_mode, [&](const auto& tensor, const auto& chunk) {
+      writer->write(c.rank(), options.io_mode, [&](const PlannedTensor& tensor, const PlannedChunk& chunk) {
         detail::fault_point("save:write", c.rank());
-        const MetadataIndex index{tensor.fqn, tensor.sharded ? std::optional(chunk.chunk.offsets) : std::nullopt,
-                                  chunk.writer_shard_index};
-        return detail::host_bytes(find_state_dict_object(state_dict, index));
+        return block_bytes(planner, tensor, chunk);
       });
       return Bytes();
     });
@@ -111,7 +132,7 @@ Metadata save(const StateDict& state_dict, const std::string& path, const SaveOp
     if (c.is_coordinator()) detail::remove_quietly(plan.temp_path);
     throw;
   }
-  return metadata_of(plan);
+  return SaveResult{metadata_of(plan), plan.bytes_per_rank()};
 }
 
 }  // namespace h5dcp

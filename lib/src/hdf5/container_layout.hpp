@@ -9,10 +9,19 @@ inline constexpr const char* kLibraryVersion = "h5dcp.library_version";
 inline constexpr const char* kWorldSize = "h5dcp.world_size";  // int64[1]
 inline constexpr const char* kCreated = "h5dcp.created";       // ISO-8601 UTC
 
-// Tensor dataset attributes.
-inline constexpr const char* kKey = "h5dcp.key";        // the state-dict key, unescaped (UTF-8)
-inline constexpr const char* kDType = "h5dcp.dtype";    // torch dtype name
-inline constexpr const char* kChunkOffsets = "h5dcp.chunk_offsets";  // int64[chunks, ndim]
-inline constexpr const char* kChunkSizes = "h5dcp.chunk_sizes";      // int64[chunks, ndim]
+// Attributes of every group and dataset below the root.
+inline constexpr const char* kKey = "h5dcp.key";  // the dict key or list position, unescaped (UTF-8)
+
+// Groups: nested dicts and lists.
+inline constexpr const char* kContainer = "h5dcp.container";  // "dict" or "list"
+inline constexpr const char* kDict = "dict";
+inline constexpr const char* kList = "list";
+
+// Datasets: tensors and non-tensor values.
+inline constexpr const char* kKind = "h5dcp.kind";  // "tensor" or a value encoding
+inline constexpr const char* kTensor = "tensor";
+inline constexpr const char* kDType = "h5dcp.dtype";                 // tensors: torch dtype name
+inline constexpr const char* kChunkOffsets = "h5dcp.chunk_offsets";  // tensors: int64[chunks, ndim]
+inline constexpr const char* kChunkSizes = "h5dcp.chunk_sizes";      // tensors: int64[chunks, ndim]
 
 }  // namespace h5dcp::detail::layout

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/key_escape.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/version.hpp"
 #include "hdf5/attributes.hpp"
@@ -9,18 +10,12 @@
 #include "hdf5/dataspace.hpp"
 #include "hdf5/hdf5_error.hpp"
 #include "hdf5/hdf5_file.hpp"
-#include "hdf5/link_name.hpp"
 #include "hdf5/types.hpp"
+#include "hdf5/value_datasets.hpp"
 #include "plan/chunk_geometry.hpp"
 
 namespace h5dcp::detail {
 namespace {
-
-struct Walk {
-  Metadata* metadata;
-  std::string path;
-  std::exception_ptr failure;
-};
 
 Shape shape_of(hid_t dataset) {
   Handle space(check_id(H5Dget_space(dataset), "H5Dget_space"), H5Sclose);
@@ -64,36 +59,78 @@ TensorStorageMetadata read_tensor_metadata(hid_t dataset, const std::string& whe
   return t;
 }
 
-herr_t visit_link(hid_t group, const char* name, const H5L_info_t*, void* data) {
-  auto* walk = static_cast<Walk*>(data);
-  try {
-    const std::string where = "'" + std::string(name) + "' in '" + walk->path + "'";
+// Walks the groups recursively, filling the index.
+class IndexWalk {
+ public:
+  IndexWalk(CheckpointIndex& index, std::string path) : index_(index), path_(std::move(path)) {}
+
+  void walk(hid_t group, const std::string& prefix) {
+    Visit visit{this, prefix, nullptr};
+    const herr_t status = H5Literate(group, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, visit_link, &visit);
+    if (visit.failure) std::rethrow_exception(visit.failure);
+    check_status(status, "listing '" + (prefix.empty() ? std::string("/") : prefix) + "' in '" + path_ + "'");
+  }
+
+ private:
+  struct Visit {
+    IndexWalk* self;
+    std::string prefix;
+    std::exception_ptr failure;
+  };
+
+  static herr_t visit_link(hid_t group, const char* name, const H5L_info_t*, void* data) {
+    auto* visit = static_cast<Visit*>(data);
+    try {
+      visit->self->visit(group, visit->prefix.empty() ? std::string(name) : visit->prefix + "/" + name, name);
+      return 0;
+    } catch (...) {
+      visit->failure = std::current_exception();
+      return -1;
+    }
+  }
+
+  void visit(hid_t parent, const std::string& fqn, const char* name) {
+    const std::string where = "'" + fqn + "' in '" + path_ + "'";
     H5O_info_t info{};
-    check_status(H5Oget_info_by_name(group, name, &info, H5P_DEFAULT), "inspecting " + where);
-    if (info.type != H5O_TYPE_DATASET)
-      throw FormatError("h5dcp: " + where + " is not a dataset (format v1 stores tensors at the root)");
-    Handle dataset(check_id(H5Dopen2(group, name, H5P_DEFAULT), "opening " + where), H5Dclose);
-    auto key = read_string_attribute(dataset.get(), layout::kKey, where);
+    check_status(H5Oget_info_by_name(parent, name, &info, H5P_DEFAULT), "inspecting " + where);
+    Handle object(check_id(H5Oopen(parent, name, H5P_DEFAULT), "opening " + where), H5Oclose);
+    const auto key = read_string_attribute(object.get(), layout::kKey, where);
     if (escape_link_name(key) != name)
       throw FormatError("h5dcp: " + where + " is marked as key '" + key + "', which is stored under another name");
-    walk->metadata->state_dict_metadata.emplace(std::move(key), read_tensor_metadata(dataset.get(), where));
-    return 0;
-  } catch (...) {
-    walk->failure = std::current_exception();
-    return -1;
+    if (info.type == H5O_TYPE_GROUP) {
+      const auto kind = read_string_attribute(object.get(), layout::kContainer, where);
+      if (kind != layout::kDict && kind != layout::kList)
+        throw FormatError("h5dcp: " + where + " has an unknown container kind '" + kind + "'");
+      index_.metadata.containers.emplace(fqn, kind == layout::kDict ? ContainerKind::Dict : ContainerKind::List);
+      walk(object.get(), fqn);
+      return;
+    }
+    if (info.type != H5O_TYPE_DATASET) throw FormatError("h5dcp: " + where + " is neither a group nor a dataset");
+    const auto kind = read_string_attribute(object.get(), layout::kKind, where);
+    if (kind == layout::kTensor) {
+      index_.metadata.state_dict_metadata.emplace(fqn, read_tensor_metadata(object.get(), where));
+      return;
+    }
+    auto payload = read_value(object.get(), kind, fqn);
+    index_.metadata.state_dict_metadata.emplace(fqn, BytesStorageMetadata{kind, static_cast<std::int64_t>(payload.size())});
+    index_.values.emplace(fqn, std::move(payload));
   }
-}
+
+  CheckpointIndex& index_;
+  std::string path_;
+};
 
 }  // namespace
 
-Metadata read_container_metadata(const std::string& path) {
+CheckpointIndex read_container_index(const std::string& path) {
   auto file = open_file_read_only(path, MPI_COMM_NULL);
   const hid_t root = file.get();
   const std::string where = "the root of '" + path + "'";
   if (!has_attribute(root, layout::kFormatVersion))
     throw FormatError("h5dcp: '" + path + "' is an HDF5 file but not an h5dcp checkpoint (no " +
                       layout::kFormatVersion + " attribute)");
-  Metadata md;
+  CheckpointIndex index;
+  auto& md = index.metadata;
   const auto version = read_int64_attribute(root, layout::kFormatVersion, where);
   if (version.size() != 2) throw FormatError("h5dcp: " + where + " has a malformed format version");
   md.format_version_major = static_cast<int>(version[0]);
@@ -107,25 +144,18 @@ Metadata read_container_metadata(const std::string& path) {
   if (world.size() != 1) throw FormatError("h5dcp: " + where + " has a malformed world size");
   md.world_size = static_cast<int>(world[0]);
   md.created = read_string_attribute(root, layout::kCreated, where);
-
-  Walk walk{&md, path, nullptr};
-  const herr_t status = H5Literate(root, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, visit_link, &walk);
-  if (walk.failure) std::rethrow_exception(walk.failure);
-  check_status(status, "listing '" + path + "'");
+  IndexWalk(index, path).walk(root, "");
   file.close("'" + path + "'");
-  return md;
+  return index;
 }
 
 ContainerReader::ContainerReader(const std::string& path, MPI_Comm comm)
-    : path_(path),
-      comm_(comm),
-      file_(open_file_read_only(path, comm)),
-      dxpl_(transfer_properties(comm, /*collective=*/false)) {}
+    : path_(path), file_(open_file_read_only(path, comm)), dxpl_(transfer_properties(comm, /*collective=*/false)) {}
 
 hid_t ContainerReader::dataset(const std::string& fqn) {
   auto it = datasets_.find(fqn);
   if (it == datasets_.end()) {
-    const auto name = escape_link_name(fqn);
+    const auto name = "/" + fqn;
     Handle d(check_id(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT), "opening the dataset of '" + fqn + "'"),
              H5Dclose);
     it = datasets_.emplace(fqn, std::move(d)).first;

@@ -1,6 +1,6 @@
 #pragma once
-// Reads checkpoint files: the metadata (serially, once, by the coordinator)
-// and blocks of tensors (by every rank, independently).
+// Reads checkpoint files: the metadata and values (serially, once, by the
+// coordinator) and blocks of tensors (by every rank, independently).
 
 #include <mpi.h>
 
@@ -9,13 +9,14 @@
 
 #include "h5dcp/metadata.hpp"
 #include "hdf5/handle.hpp"
+#include "plan/codec.hpp"
 
 namespace h5dcp::detail {
 
-/// Reads the metadata of the checkpoint at `path`, serially (not collective).
-/// Throws FormatError when the file is missing, not HDF5, not an h5dcp
-/// checkpoint, damaged, or of a newer major format version.
-Metadata read_container_metadata(const std::string& path);
+/// Reads the metadata and the non-tensor values of the checkpoint at `path`,
+/// serially (not collective). Throws FormatError when the file is missing,
+/// not HDF5, not an h5dcp checkpoint, damaged, or of a newer major format.
+CheckpointIndex read_container_index(const std::string& path);
 
 class ContainerReader {
  public:
@@ -33,7 +34,6 @@ class ContainerReader {
   hid_t dataset(const std::string& fqn);
 
   std::string path_;
-  MPI_Comm comm_;
   Handle file_;
   Handle dxpl_;
   std::map<std::string, Handle> datasets_;

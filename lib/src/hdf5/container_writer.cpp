@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "core/key_escape.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/version.hpp"
 #include "hdf5/attributes.hpp"
@@ -10,14 +11,25 @@
 #include "hdf5/dataspace.hpp"
 #include "hdf5/hdf5_error.hpp"
 #include "hdf5/hdf5_file.hpp"
-#include "hdf5/link_name.hpp"
 #include "hdf5/types.hpp"
+#include "hdf5/value_datasets.hpp"
+#include "plan/chunk_geometry.hpp"
 
 namespace h5dcp::detail {
 namespace {
 
+// The HDF5 path of an fqn: its components are escaped already.
+std::string hdf5_path(const std::string& fqn) { return "/" + fqn; }
+
+// The unescaped last component: the dict key or list position.
+std::string key_of(const std::string& fqn) {
+  const auto slash = fqn.rfind('/');
+  return unescape_link_name(slash == std::string::npos ? fqn : fqn.substr(slash + 1));
+}
+
 void write_tensor_attributes(hid_t dataset, const PlannedTensor& t) {
-  write_string_attribute(dataset, layout::kKey, t.fqn);
+  write_string_attribute(dataset, layout::kKey, key_of(t.fqn));
+  write_string_attribute(dataset, layout::kKind, layout::kTensor);
   write_string_attribute(dataset, layout::kDType, std::string(dtype_name(t.dtype)));
   if (t.global_shape.empty()) return;  // a 0-d tensor is one chunk: the scalar
   std::vector<std::int64_t> offsets;
@@ -40,36 +52,66 @@ ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const G
   write_int64_attribute(root, layout::kWorldSize, {plan.world_size});
   write_string_attribute(root, layout::kCreated, plan.created);
 
+  Handle lcpl(check_id(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
+  check_status(H5Pset_char_encoding(lcpl.get(), H5T_CSET_UTF8), "H5Pset_char_encoding");
+
+  // Containers are sorted by fqn, so a parent is always created before its children.
+  for (const auto& [fqn, kind] : plan.containers) {
+    Handle group(check_id(H5Gcreate2(root, hdf5_path(fqn).c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+                          "creating the group of '" + fqn + "'"),
+                 H5Gclose);
+    write_string_attribute(group.get(), layout::kKey, key_of(fqn));
+    write_string_attribute(group.get(), layout::kContainer, kind == ContainerKind::Dict ? layout::kDict : layout::kList);
+    group.close("the group of '" + fqn + "'");
+  }
+
   Handle dcpl(check_id(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"), H5Pclose);
   check_status(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), "H5Pset_layout");
   // Every element is written by some rank: fill values would only double the I/O.
   check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
-  Handle lcpl(check_id(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
-  check_status(H5Pset_char_encoding(lcpl.get(), H5T_CSET_UTF8), "H5Pset_char_encoding");
-
   for (const auto& t : plan.tensors) {
     auto type = hdf5_type(t.dtype);
     const auto space = dataspace_of(t.global_shape);
-    const std::string name = escape_link_name(t.fqn);
-    Handle dataset(check_id(H5Dcreate2(root, name.c_str(), type.get(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+    Handle dataset(check_id(H5Dcreate2(root, hdf5_path(t.fqn).c_str(), type.get(), space.get(), lcpl.get(), dcpl.get(),
+                                       H5P_DEFAULT),
                             "creating the dataset of '" + t.fqn + "'"),
                    H5Dclose);
     write_tensor_attributes(dataset.get(), t);
-    datasets_.push_back(std::move(dataset));
-    types_.push_back(std::move(type));
+    tensor_datasets_.push_back(std::move(dataset));
+    tensor_types_.push_back(std::move(type));
+  }
+  for (const auto& v : plan.values) {
+    auto dataset = create_value_dataset(root, hdf5_path(v.fqn), lcpl.get(), v.encoding, v.payload.size());
+    write_string_attribute(dataset.get(), layout::kKey, key_of(v.fqn));
+    write_string_attribute(dataset.get(), layout::kKind, v.encoding);
+    value_datasets_.push_back(std::move(dataset));
   }
 }
 
-void ContainerWriter::write_chunks(int rank, IoMode mode, const ChunkSource& source) {
-  const bool parallel = comm_ != MPI_COMM_NULL;
-  const bool collective = parallel && mode == IoMode::Collective;
-  const auto dxpl = transfer_properties(comm_, collective);
-  std::exception_ptr first_failure;
-  const char dummy = 0;
+void ContainerWriter::write(int rank, IoMode mode, const ChunkSource& source) {
+  const bool collective = comm_ != MPI_COMM_NULL && mode == IoMode::Collective;
+  std::exception_ptr failure;
+  write_tensors(rank, collective, source, failure);
+  // Values are tiny and have one writer each: independent writes.
+  const auto dxpl = transfer_properties(comm_, /*collective=*/false);
+  for (std::size_t i = 0; i < plan_.values.size() && !failure; ++i) {
+    const auto& v = plan_.values[i];
+    if (v.writer != rank) continue;
+    try {
+      write_value(value_datasets_[i].get(), v.encoding, v.payload, dxpl.get(), v.fqn);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
 
+void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure) {
+  const auto dxpl = transfer_properties(comm_, collective);
+  const char dummy = 0;
   for (std::size_t ti = 0; ti < plan_.tensors.size(); ++ti) {
     const auto& t = plan_.tensors[ti];
-    const hid_t dataset = datasets_[ti].get();
+    const hid_t dataset = tensor_datasets_[ti].get();
     // In collective mode every rank makes the same number of H5Dwrite calls
     // per dataset: as many as the busiest writer of that dataset.
     std::vector<const PlannedChunk*> mine;
@@ -83,7 +125,7 @@ void ContainerWriter::write_chunks(int rank, IoMode mode, const ChunkSource& sou
     if (volume(t.global_shape) == 0) calls = 0;
 
     for (std::size_t call = 0; call < calls; ++call) {
-      const PlannedChunk* chunk = call < mine.size() && !first_failure ? mine[call] : nullptr;
+      const PlannedChunk* chunk = call < mine.size() && !failure ? mine[call] : nullptr;
       // Resolve the bytes apart from the write: a rank whose data fails must
       // still make its (then empty) collective call.
       std::shared_ptr<const void> data;
@@ -91,7 +133,7 @@ void ContainerWriter::write_chunks(int rank, IoMode mode, const ChunkSource& sou
         try {
           data = source(t, *chunk);
         } catch (...) {
-          first_failure = std::current_exception();
+          failure = std::current_exception();
         }
       }
       try {
@@ -105,20 +147,22 @@ void ContainerWriter::write_chunks(int rank, IoMode mode, const ChunkSource& sou
           select_block(file_space.get(), chunk->chunk, t.fqn);
           mem_space = dataspace_of(chunk->chunk.sizes);
         }
-        check_status(H5Dwrite(dataset, types_[ti].get(), mem_space.get(), file_space.get(), dxpl.get(),
+        check_status(H5Dwrite(dataset, tensor_types_[ti].get(), mem_space.get(), file_space.get(), dxpl.get(),
                               data ? data.get() : &dummy),
                      "writing '" + t.fqn + "'" + (data ? " block " + describe_box(chunk->chunk) : std::string()));
       } catch (...) {
         // Keep taking part in the collective writes that follow.
-        if (!first_failure) first_failure = std::current_exception();
+        if (!failure) failure = std::current_exception();
       }
     }
   }
-  if (first_failure) std::rethrow_exception(first_failure);
 }
 
 void ContainerWriter::close() {
-  for (std::size_t i = 0; i < datasets_.size(); ++i) datasets_[i].close("the dataset of '" + plan_.tensors[i].fqn + "'");
+  for (std::size_t i = 0; i < tensor_datasets_.size(); ++i)
+    tensor_datasets_[i].close("the dataset of '" + plan_.tensors[i].fqn + "'");
+  for (std::size_t i = 0; i < value_datasets_.size(); ++i)
+    value_datasets_[i].close("the dataset of '" + plan_.values[i].fqn + "'");
   file_.close("'" + path_ + "'");
 }
 

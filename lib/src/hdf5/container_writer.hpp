@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "h5dcp/options.hpp"
+#include "h5dcp/plan.hpp"
 #include "hdf5/handle.hpp"
-#include "plan/save_plan.hpp"
 
 namespace h5dcp::detail {
 
@@ -20,28 +20,31 @@ using ChunkSource = std::function<std::shared_ptr<const void>(const PlannedTenso
 
 class ContainerWriter {
  public:
-  /// Creates `path` and every dataset of `plan` with its attributes (dataset
-  /// and attribute creation are collective: every rank passes the same plan).
+  /// Creates `path` with every group and dataset of `plan` and their
+  /// attributes (creation is collective: every rank passes the same plan).
   /// Serial when `comm` is MPI_COMM_NULL.
   ContainerWriter(const std::string& path, MPI_Comm comm, const GlobalSavePlan& plan);
 
-  /// Writes the chunks `rank` is the writer of, taking their bytes from
-  /// `source`. Collective in IoMode::Collective. A failure (in `source` or in
-  /// HDF5) does not stop the rank from taking part in the remaining
-  /// collective writes (with empty selections), so no rank waits for it; the
-  /// first failure is thrown at the end.
-  void write_chunks(int rank, IoMode mode, const ChunkSource& source);
+  /// Writes the tensor blocks and values `rank` is the writer of, taking
+  /// tensor bytes from `source`. Collective in IoMode::Collective. A failure
+  /// (in `source` or in HDF5) does not stop the rank from taking part in the
+  /// remaining collective writes (with empty selections), so no rank waits
+  /// for it; the first failure is thrown at the end.
+  void write(int rank, IoMode mode, const ChunkSource& source);
 
   /// Closes every dataset and the file. Collective. Throws on failure.
   void close();
 
  private:
+  void write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure);
+
   std::string path_;
   MPI_Comm comm_;
   const GlobalSavePlan& plan_;
   Handle file_;
-  std::vector<Handle> datasets_;  // one per plan_.tensors entry
-  std::vector<Handle> types_;     // file (= memory) type per dataset
+  std::vector<Handle> tensor_datasets_;  // one per plan_.tensors entry
+  std::vector<Handle> tensor_types_;     // file (= memory) type of each
+  std::vector<Handle> value_datasets_;   // one per plan_.values entry
 };
 
 }  // namespace h5dcp::detail

@@ -1,11 +1,21 @@
 #pragma once
 // Binary encodings of the plans and the metadata that ranks exchange.
 
+#include <map>
+#include <string>
+
 #include "core/byte_codec.hpp"
 #include "h5dcp/metadata.hpp"
-#include "plan/save_plan.hpp"
+#include "h5dcp/plan.hpp"
 
 namespace h5dcp::detail {
+
+/// What the coordinator reads from a checkpoint and shares: the metadata and
+/// the encoded non-tensor values (small; every rank may need them).
+struct CheckpointIndex {
+  Metadata metadata;
+  std::map<std::string, std::string> values;  ///< fqn -> encoded payload
+};
 
 Bytes encode(const SavePlan& plan);
 SavePlan decode_save_plan(std::string_view bytes);
@@ -15,5 +25,8 @@ GlobalSavePlan decode_global_save_plan(std::string_view bytes);
 
 Bytes encode(const Metadata& metadata);
 Metadata decode_metadata(std::string_view bytes);
+
+Bytes encode(const CheckpointIndex& index);
+CheckpointIndex decode_checkpoint_index(std::string_view bytes);
 
 }  // namespace h5dcp::detail

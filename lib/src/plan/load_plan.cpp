@@ -1,58 +1,97 @@
 #include "plan/load_plan.hpp"
 
+#include <map>
 #include <set>
 
 #include "h5dcp/error.hpp"
+#include "plan/chunk_index.hpp"
 
 namespace h5dcp::detail {
 
-LoadPlan create_local_load_plan(std::vector<ReadItem> wanted, const Metadata& metadata) {
+LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Metadata& metadata, bool strict,
+                                bool convert_dtype) {
+  LoadPlan plan;
   std::set<std::string> missing;
+  std::set<std::string> requested;
   std::vector<std::string> problems;
   std::set<std::string> reported;
-  for (const auto& item : wanted) {
-    const auto& fqn = item.index.fqn;
+  // One overlap index per tensor, built when a rank first asks for it.
+  std::map<std::string, ChunkIndex> indexes;
+  std::vector<ChunkOverlap> overlaps;
+  auto problem = [&](const std::string& fqn, std::string text) {
+    if (reported.insert(fqn).second) problems.push_back(std::move(text));
+  };
+
+  for (const auto& want : wanted) {
+    const auto& fqn = want.dest_index.fqn;
+    requested.insert(fqn);
     const auto it = metadata.state_dict_metadata.find(fqn);
     if (it == metadata.state_dict_metadata.end()) {
       missing.insert(fqn);
       continue;
     }
     const auto* saved = std::get_if<TensorStorageMetadata>(&it->second);
+    if (want.value) {
+      if (saved != nullptr)
+        problem(fqn, "'" + fqn + "' is a tensor in the checkpoint but a non-tensor value in the state dict");
+      else
+        plan.items.push_back(ReadItem{ReadItemType::Value, want.dest_index, {}, fqn, {}, {}, DType::UInt8});
+      continue;
+    }
     if (saved == nullptr) {
-      if (reported.insert(fqn).second) problems.push_back("'" + fqn + "' is not a tensor in the checkpoint");
+      problem(fqn, "'" + fqn + "' is a non-tensor value (" + std::get<BytesStorageMetadata>(it->second).encoding +
+                       ") in the checkpoint but a tensor in the state dict");
       continue;
     }
-    if (saved->properties.dtype != item.dtype) {
-      if (reported.insert(fqn).second)
-        problems.push_back("'" + fqn + "' is " + std::string(dtype_name(saved->properties.dtype)) +
-                           " in the checkpoint but " + std::string(dtype_name(item.dtype)) + " in the state dict");
+    if (saved->properties.dtype != want.dtype && !convert_dtype) {
+      problem(fqn, "'" + fqn + "' is " + std::string(dtype_name(saved->properties.dtype)) + " in the checkpoint but " +
+                       std::string(dtype_name(want.dtype)) + " in the state dict (LoadOptions::convert_dtype converts)");
       continue;
     }
-    if (saved->size != item.global_shape) {
-      if (reported.insert(fqn).second)
-        problems.push_back("'" + fqn + "' has global shape " + describe_shape(saved->size) +
-                           " in the checkpoint but " + describe_shape(item.global_shape) + " in the state dict");
+    if (saved->size != want.global_shape) {
+      problem(fqn, "'" + fqn + "' has global shape " + describe_shape(saved->size) + " in the checkpoint but " +
+                       describe_shape(want.global_shape) + " in the state dict");
       continue;
     }
-    bool inside = item.box.offsets.size() == saved->size.size() && item.box.sizes.size() == saved->size.size();
+    bool inside = want.box.offsets.size() == saved->size.size() && want.box.sizes.size() == saved->size.size();
     for (std::size_t d = 0; inside && d < saved->size.size(); ++d)
-      inside = item.box.offsets[d] >= 0 && item.box.sizes[d] >= 0 &&
-               item.box.offsets[d] + item.box.sizes[d] <= saved->size[d];
-    if (!inside)
-      problems.push_back("the block " + describe_box(item.box) + " of '" + fqn + "' lies outside its global shape " +
+      inside = want.box.offsets[d] >= 0 && want.box.sizes[d] >= 0 &&
+               want.box.offsets[d] + want.box.sizes[d] <= saved->size[d];
+    if (!inside) {
+      problems.push_back("the block " + describe_box(want.box) + " of '" + fqn + "' lies outside its global shape " +
                          describe_shape(saved->size));
+      continue;
+    }
+    auto index = indexes.find(fqn);
+    if (index == indexes.end()) index = indexes.emplace(fqn, ChunkIndex(saved->chunks)).first;
+    index->second.overlaps(want.box, overlaps);
+    std::int64_t covered = 0;
+    std::vector<std::size_t> sources;
+    for (const auto& o : overlaps) {
+      covered += volume(o.intersection.sizes);
+      sources.push_back(o.chunk);
+    }
+    if (covered != volume(want.box.sizes))
+      throw FormatError("h5dcp: the saved chunks of '" + fqn + "' do not cover the block " + describe_box(want.box) +
+                        ": the checkpoint's chunk attributes are damaged");
+    plan.items.push_back(ReadItem{ReadItemType::Tensor, want.dest_index, Shape(want.box.offsets.size(), 0), fqn,
+                                  want.box.offsets, want.box.sizes, saved->properties.dtype, std::move(sources)});
   }
-  if (!missing.empty()) {
+  if (!missing.empty() && strict) {
     std::string keys;
     for (const auto& k : missing) keys += (keys.empty() ? "'" : ", '") + k + "'";
-    problems.insert(problems.begin(), "missing from the checkpoint: " + keys);
+    problems.insert(problems.begin(), "missing from the checkpoint: " + keys +
+                                          " (LoadOptions::strict = false loads the rest and reports them)");
   }
   if (!problems.empty()) {
     std::string message = "h5dcp: cannot load:";
     for (const auto& p : problems) message += "\n    " + p;
     throw UsageError(message);
   }
-  return LoadPlan{std::move(wanted)};
+  plan.missing.assign(missing.begin(), missing.end());
+  for (const auto& [fqn, storage] : metadata.state_dict_metadata)
+    if (requested.count(fqn) == 0) plan.unexpected.push_back(fqn);
+  return plan;
 }
 
 }  // namespace h5dcp::detail

@@ -1,33 +1,36 @@
 #pragma once
-// Pure load planning: what a rank wants, checked against what was saved.
+// Pure load planning (the default load planner's logic): what a rank wants,
+// checked against what was saved.
 //
 // Every tensor is stored as one dataset with its global shape, so any block
-// of it can be read directly as a hyperslab, whatever sharding saved it: a
-// read is the wanted block itself. Planning is then the checking of every
+// of it can be read directly as one hyperslab, whatever sharding saved it: a
+// rank's read is the block it wants itself. Planning is the checking of every
 // request against the metadata, reporting all problems at once.
 
 #include <vector>
 
-#include "h5dcp/metadata.hpp"
+#include "h5dcp/plan.hpp"
 #include "plan/chunk_geometry.hpp"
 
 namespace h5dcp::detail {
 
-/// One block a rank wants to fill: a whole plain tensor or one local shard.
-struct ReadItem {
-  MetadataIndex index;
-  DType dtype = DType::Float32;
+/// One leaf a rank wants: a whole plain tensor, one local shard, or a value.
+struct LoadRequest {
+  MetadataIndex dest_index;
+  bool value = false;            ///< a non-tensor value (then nothing below matters)
+  DType dtype = DType::Float32;  ///< the destination's dtype
   Shape global_shape;
-  ChunkStorageMetadata box;  ///< the block, in global coordinates
+  ChunkStorageMetadata box;  ///< the destination block, in global coordinates
 };
 
-struct LoadPlan {
-  std::vector<ReadItem> items;
-};
-
-/// Checks `wanted` against `metadata`: every key present and a tensor, same
-/// dtype, same global shape, every block inside it. Throws one UsageError
-/// listing every missing key and every mismatch. Returns the reads to do.
-LoadPlan create_local_load_plan(std::vector<ReadItem> wanted, const Metadata& metadata);
+/// Checks `wanted` against `metadata`: every fqn present with the same kind;
+/// tensors with the same global shape and dtype (any dtype when
+/// `convert_dtype`), every block inside. Missing fqns are an error when
+/// `strict`, else listed in the plan. Throws one UsageError listing every
+/// problem. Also lists the stored leaves nobody on this rank asked for, and
+/// for each block the saved chunks it overlaps (found with a ChunkIndex, not
+/// by scanning every chunk); throws FormatError when they do not cover it.
+LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Metadata& metadata, bool strict,
+                                bool convert_dtype);
 
 }  // namespace h5dcp::detail

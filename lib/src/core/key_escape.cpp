@@ -1,4 +1,4 @@
-#include "hdf5/link_name.hpp"
+#include "core/key_escape.hpp"
 
 #include "h5dcp/error.hpp"
 

@@ -1,0 +1,112 @@
+#include "hdf5/value_datasets.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "h5dcp/error.hpp"
+#include "hdf5/dataspace.hpp"
+#include "hdf5/hdf5_error.hpp"
+#include "hdf5/types.hpp"
+
+namespace h5dcp::detail {
+namespace {
+
+struct ValueShape {
+  Handle type;
+  Handle space;
+};
+
+// A fixed-length UTF-8 string of `size` bytes, NUL-padded. Not variable
+// length: parallel HDF5 cannot write variable-length data to datasets.
+Handle fixed_string_type(std::size_t size) {
+  Handle t(check_id(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
+  check_status(H5Tset_size(t.get(), std::max<std::size_t>(size, 1)), "H5Tset_size");
+  check_status(H5Tset_cset(t.get(), H5T_CSET_UTF8), "H5Tset_cset");
+  check_status(H5Tset_strpad(t.get(), H5T_STR_NULLPAD), "H5Tset_strpad");
+  return t;
+}
+
+// The memory (= file) type and dataspace of an encoding.
+ValueShape value_shape(const std::string& encoding, std::size_t payload_size) {
+  const auto scalar = [] { return Handle(check_id(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose); };
+  if (encoding == "int") return {hdf5_type(DType::Int64), scalar()};
+  if (encoding == "float") return {hdf5_type(DType::Float64), scalar()};
+  if (encoding == "bool") return {hdf5_type(DType::Bool), scalar()};
+  if (encoding == "str") return {fixed_string_type(payload_size), scalar()};
+  if (encoding == "bytes" || encoding == "pickle")
+    return {hdf5_type(DType::UInt8), dataspace_of({static_cast<std::int64_t>(payload_size)})};
+  if (encoding == "none")
+    return {hdf5_type(DType::UInt8), Handle(check_id(H5Screate(H5S_NULL), "H5Screate"), H5Sclose)};
+  throw UsageError("h5dcp: unknown value encoding '" + encoding + "'");
+}
+
+std::size_t fixed_size(const std::string& encoding) {
+  if (encoding == "int" || encoding == "float") return 8;
+  if (encoding == "bool") return 1;
+  return 0;
+}
+
+}  // namespace
+
+Handle create_value_dataset(hid_t parent, const std::string& name, hid_t lcpl, const std::string& encoding,
+                            std::size_t payload_size) {
+  const auto shape = value_shape(encoding, payload_size);
+  return Handle(check_id(H5Dcreate2(parent, name.c_str(), shape.type.get(), shape.space.get(), lcpl, H5P_DEFAULT,
+                                    H5P_DEFAULT),
+                         "creating the dataset of value '" + name + "'"),
+                H5Dclose);
+}
+
+void write_value(hid_t dataset, const std::string& encoding, const std::string& payload, hid_t dxpl,
+                 const std::string& fqn) {
+  if (encoding == "none" || ((encoding == "bytes" || encoding == "pickle") && payload.empty())) return;
+  const auto shape = value_shape(encoding, payload.size());
+  const std::string what = "writing value '" + fqn + "'";
+  if (encoding == "str") {
+    const std::string padded = payload.empty() ? std::string(1, '\0') : payload;
+    check_status(H5Dwrite(dataset, shape.type.get(), H5S_ALL, H5S_ALL, dxpl, padded.data()), what);
+    return;
+  }
+  const auto size = fixed_size(encoding);
+  if (size != 0 && payload.size() != size) throw UsageError("h5dcp: value '" + fqn + "' has a malformed payload");
+  check_status(H5Dwrite(dataset, shape.type.get(), H5S_ALL, H5S_ALL, dxpl, payload.data()), what);
+}
+
+std::string read_value(hid_t dataset, const std::string& encoding, const std::string& fqn) {
+  const std::string what = "value '" + fqn + "'";
+  Handle space(check_id(H5Dget_space(dataset), "H5Dget_space"), H5Sclose);
+  Handle stored(check_id(H5Dget_type(dataset), "H5Dget_type"), H5Tclose);
+  const auto space_class = H5Sget_simple_extent_type(space.get());
+  if (encoding == "none") {
+    if (space_class != H5S_NULL) throw FormatError("h5dcp: " + what + " is marked none but holds data");
+    return {};
+  }
+  if (encoding == "str") {
+    if (H5Tget_class(stored.get()) != H5T_STRING || space_class != H5S_SCALAR)
+      throw FormatError("h5dcp: " + what + " is marked str but is not a scalar string");
+    if (H5Tis_variable_str(stored.get()) > 0) {  // as other writers may store it
+      const auto mem = string_type();
+      char* text = nullptr;
+      check_status(H5Dread(dataset, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &text), "reading " + what);
+      std::string value = text ? text : "";
+      H5free_memory(text);
+      return value;
+    }
+    std::string value(H5Tget_size(stored.get()), '\0');
+    check_status(H5Dread(dataset, stored.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, value.data()), "reading " + what);
+    value.resize(std::min(value.size(), value.find('\0')));
+    return value;
+  }
+  const auto npoints = H5Sget_simple_extent_npoints(space.get());
+  const auto shape = value_shape(encoding, npoints < 0 ? 0 : static_cast<std::size_t>(npoints));
+  const auto size = fixed_size(encoding);
+  const bool scalar_ok = size != 0 ? space_class == H5S_SCALAR : H5Sget_simple_extent_ndims(space.get()) == 1;
+  if (!scalar_ok || H5Tequal(stored.get(), shape.type.get()) <= 0)
+    throw FormatError("h5dcp: " + what + " does not have the shape and type of encoding '" + encoding + "'");
+  std::string payload(size != 0 ? size : static_cast<std::size_t>(npoints), '\0');
+  if (!payload.empty())
+    check_status(H5Dread(dataset, shape.type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, payload.data()), "reading " + what);
+  return payload;
+}
+
+}  // namespace h5dcp::detail

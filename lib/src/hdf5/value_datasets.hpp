@@ -1,0 +1,27 @@
+#pragma once
+// Non-tensor values as small datasets (docs/FORMAT.md, "Non-tensor values"):
+// each encoding has its natural HDF5 shape and type, and the encoded payload
+// is exactly the dataset's bytes (strings: the UTF-8 text).
+
+#include <hdf5.h>
+
+#include <string>
+
+#include "hdf5/handle.hpp"
+
+namespace h5dcp::detail {
+
+/// Creates the dataset of a value (collective in parallel HDF5); throws
+/// UsageError for an unknown encoding.
+Handle create_value_dataset(hid_t parent, const std::string& name, hid_t lcpl, const std::string& encoding,
+                            std::size_t payload_size);
+
+/// Writes `payload` into a dataset made by create_value_dataset (by one rank).
+void write_value(hid_t dataset, const std::string& encoding, const std::string& payload, hid_t dxpl,
+                 const std::string& fqn);
+
+/// Reads the payload of a value dataset; throws FormatError when its shape or
+/// type does not fit `encoding`.
+std::string read_value(hid_t dataset, const std::string& encoding, const std::string& fqn);
+
+}  // namespace h5dcp::detail
