@@ -10,4 +10,5 @@
 #include "h5dcp/planner.hpp"
 #include "h5dcp/sharded_tensor.hpp"
 #include "h5dcp/state_dict.hpp"
+#include "h5dcp/stateful.hpp"
 #include "h5dcp/version.hpp"

@@ -17,6 +17,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +94,23 @@ class DefaultLoadPlanner : public LoadPlanner {
   bool is_coordinator_ = false;
   bool strict_;
   bool convert_dtype_;
+  /// fqn -> offset: tensors whose state-dict tensor is a block of the stored
+  /// one starting at that offset (see OffsetLoadPlanner).
+  std::map<std::string, Shape> storage_offsets_;
+};
+
+/// The seeds' _ReaderWithOffset: for the fqns in `storage_offsets`, the
+/// state dict's tensor (plain or sharded, with its own global shape and
+/// offsets) stands for the block of the stored tensor that starts at the
+/// given offset; reads are translated by it. Used to load tensor-parallel
+/// blocks of optimizer state (load_sharded_optimizer_state_dict).
+class OffsetLoadPlanner : public DefaultLoadPlanner {
+ public:
+  explicit OffsetLoadPlanner(std::map<std::string, Shape> storage_offsets, bool strict = true,
+                             bool convert_dtype = false)
+      : DefaultLoadPlanner(strict, convert_dtype) {
+    storage_offsets_ = std::move(storage_offsets);
+  }
 };
 
 }  // namespace h5dcp

@@ -19,6 +19,22 @@ struct Shard {
   std::vector<std::int64_t> offsets;
 };
 
+/// Where a local tensor sits in a global one: the global shape and the
+/// offsets of the local block. Describes sharded parameters and optimizer
+/// state (dim-0 / ZeRO / FSDP style, tensor-parallel blocks, or both).
+struct BlockLayout {
+  std::vector<std::int64_t> global_shape;
+  std::vector<std::int64_t> offsets;
+};
+
+/// The block of dim 0 that `rank` of `world` holds when a tensor of
+/// `global_shape` is split like torch.chunk: ceil(rows / world) rows each,
+/// the last ranks fewer or none. Not collective.
+BlockLayout chunk_dim0(const std::vector<std::int64_t>& global_shape, int rank, int world);
+
+/// The local sizes of `layout` given the rows it holds: see chunk_dim0.
+std::vector<std::int64_t> chunk_dim0_sizes(const std::vector<std::int64_t>& global_shape, int rank, int world);
+
 class ShardedTensor {
  public:
   ShardedTensor() = default;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -42,15 +43,18 @@ struct PickledObject {
   friend bool operator==(const PickledObject& a, const PickledObject& b) { return a.data == b.data; }
 };
 
+class Stateful;  // h5dcp/stateful.hpp
+
 struct StateValue;
 /// Keys are sorted, so every rank walks them in the same order.
 using StateDict = std::map<std::string, StateValue>;
 using StateList = std::vector<StateValue>;
 
-/// None (std::monostate), a tensor, a sharded tensor, a non-tensor value, or
-/// a nested dict or list.
+/// None (std::monostate), a tensor, a sharded tensor, a non-tensor value, a
+/// nested dict or list, or a Stateful object (a module, an optimizer,
+/// anything with state_dict()/load_state_dict(): save and load call them).
 using StateVariant = std::variant<std::monostate, at::Tensor, ShardedTensor, std::int64_t, double, bool, std::string,
-                                  ByteString, PickledObject, StateDict, StateList>;
+                                  ByteString, PickledObject, StateDict, StateList, std::shared_ptr<Stateful>>;
 
 struct StateValue : StateVariant {
   using StateVariant::StateVariant;
@@ -65,6 +69,7 @@ struct StateValue : StateVariant {
   bool is_sharded() const noexcept { return std::holds_alternative<ShardedTensor>(*this); }
   bool is_dict() const noexcept { return std::holds_alternative<StateDict>(*this); }
   bool is_list() const noexcept { return std::holds_alternative<StateList>(*this); }
+  bool is_stateful() const noexcept { return std::holds_alternative<std::shared_ptr<Stateful>>(*this); }
 };
 
 /// A state dict flattened to its leaves: fqn -> tensor, sharded tensor or

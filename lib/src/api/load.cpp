@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "api/checkpoint_session.hpp"
+#include "api/stateful_expansion.hpp"
 #include "core/fault_injection.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
@@ -24,6 +25,8 @@
 #include "plan/chunk_geometry.hpp"
 #include "plan/codec.hpp"
 #include "torch/dtype_mapping.hpp"
+#include "torch/empty_tensors.hpp"
+#include "torch/state_from_metadata.hpp"
 #include "torch/value_codec.hpp"
 
 namespace h5dcp {
@@ -119,15 +122,7 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
 StateValue empty_tensor_for(const TensorStorageMetadata& storage, LoadLayout layout, int rank, int size) {
   const auto options = at::TensorOptions().dtype(detail::to_scalar_type(storage.properties.dtype));
   if (layout == LoadLayout::Whole || storage.size.empty()) return at::empty(storage.size, options);
-  // torch.chunk's split: ceil(rows / ranks) rows each, the last ranks get fewer or none.
-  const auto rows = storage.size[0];
-  const auto per_rank = (rows + size - 1) / size;
-  const auto start = std::min<std::int64_t>(rows, per_rank * rank);
-  auto shape = storage.size;
-  shape[0] = std::max<std::int64_t>(0, std::min(per_rank, rows - start));
-  Shape offsets(storage.size.size(), 0);
-  offsets[0] = start;
-  return ShardedTensor(storage.size, {Shard{at::empty(shape, options), offsets}});
+  return detail::empty_chunked_dim0(storage.size, options, rank, size);
 }
 
 }  // namespace
@@ -139,10 +134,25 @@ Metadata read_metadata(const std::string& path, int coordinator, MPI_Comm comm) 
 
 LoadResult load(StateDict& state_dict, const std::string& path, const LoadOptions& options, MPI_Comm comm) {
   detail::CheckpointSession session(comm, options.coordinator, path);
-  const auto index = share_index(session.comm(), path);
+  const auto& c = session.comm();
+  const auto index = share_index(c, path);
   DefaultLoadPlanner default_planner(options.strict, options.convert_dtype);
   LoadPlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
-  return load_with(session.comm(), path, index, planner, state_dict);
+  if (!detail::has_stateful(state_dict)) return load_with(c, path, index, planner, state_dict);
+
+  // Stateful objects: load into their state dicts, then hand them the result.
+  detail::LoadExpansion expansion;
+  c.all_gather("load:expand", [&] {
+    expansion = detail::expand_for_load(state_dict, index.metadata);
+    return Bytes();
+  });
+  auto result = load_with(c, path, index, planner, expansion.target);
+  c.all_gather("load:commit", [&] {
+    detail::fault_point("load:commit", c.rank());
+    detail::commit_load(expansion, state_dict);
+    return Bytes();
+  });
+  return result;
 }
 
 StateDict load_all(const std::string& path, const LoadAllOptions& options, MPI_Comm comm) {
@@ -151,15 +161,9 @@ StateDict load_all(const std::string& path, const LoadAllOptions& options, MPI_C
   const auto index = share_index(c, path);
   StateDict state_dict;
   c.all_gather("load:allocate", [&] {
-    FlatStateDict flat;
-    flat.containers = index.metadata.containers;
-    for (const auto& [fqn, storage] : index.metadata.state_dict_metadata) {
-      if (const auto* t = std::get_if<TensorStorageMetadata>(&storage))
-        flat.leaves.emplace(fqn, empty_tensor_for(*t, options.layout, c.rank(), c.size()));
-      else
-        flat.leaves.emplace(fqn, StateValue(std::monostate{}));  // replaced by the stored value
-    }
-    state_dict = unflatten_state_dict(flat);
+    state_dict = detail::state_from_metadata(index.metadata, "", [&](const std::string&, const TensorStorageMetadata& t) {
+      return empty_tensor_for(t, options.layout, c.rank(), c.size());
+    });
     return Bytes();
   });
   DefaultLoadPlanner planner(/*strict=*/true, /*convert_dtype=*/false);

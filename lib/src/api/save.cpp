@@ -12,9 +12,11 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <optional>
 
 #include "api/checkpoint_session.hpp"
+#include "api/stateful_expansion.hpp"
 #include "core/durable_file.hpp"
 #include "core/fault_injection.hpp"
 #include "h5dcp/checkpoint.hpp"
@@ -51,11 +53,12 @@ Metadata metadata_of(const GlobalSavePlan& plan) {
 }
 
 GlobalSavePlan plan_save(const detail::Comm& comm, SavePlanner& planner, const StateDict& state_dict,
-                         const std::string& path) {
+                         const std::string& path, const std::function<void()>& prepare) {
   const Bytes global = comm.all_reduce(
       "save:plan",
       [&] {
         detail::fault_point("save:plan", comm.rank());
+        prepare();
         planner.set_up(state_dict, comm.is_coordinator());
         return detail::encode(planner.create_local_plan());
       },
@@ -90,7 +93,14 @@ SaveResult save(const StateDict& state_dict, const std::string& path, const Save
   const auto& c = session.comm();
   DefaultSavePlanner default_planner;
   SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
-  const auto plan = plan_save(c, planner, state_dict, path);
+  // Stateful objects are saved as their state dicts; asking them is part of
+  // planning, so a throw there fails the save on every rank.
+  StateDict expanded;
+  const bool expand = detail::has_stateful(state_dict);
+  const StateDict& to_save = expand ? expanded : state_dict;
+  const auto plan = plan_save(c, planner, to_save, path, [&] {
+    if (expand) expanded = detail::expand_for_save(state_dict);
+  });
 
   std::optional<detail::ContainerWriter> writer;
   try {

@@ -48,34 +48,49 @@ LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Me
                        std::string(dtype_name(want.dtype)) + " in the state dict (LoadOptions::convert_dtype converts)");
       continue;
     }
-    if (saved->size != want.global_shape) {
-      problem(fqn, "'" + fqn + "' has global shape " + describe_shape(saved->size) + " in the checkpoint but " +
-                       describe_shape(want.global_shape) + " in the state dict");
-      continue;
+    ChunkStorageMetadata storage_box = want.box;
+    if (want.storage_offset.empty()) {
+      if (saved->size != want.global_shape) {
+        problem(fqn, "'" + fqn + "' has global shape " + describe_shape(saved->size) + " in the checkpoint but " +
+                         describe_shape(want.global_shape) + " in the state dict");
+        continue;
+      }
+    } else {
+      bool fits = want.storage_offset.size() == saved->size.size() && want.global_shape.size() == saved->size.size();
+      for (std::size_t d = 0; fits && d < saved->size.size(); ++d)
+        fits = want.storage_offset[d] >= 0 && want.storage_offset[d] + want.global_shape[d] <= saved->size[d];
+      if (!fits) {
+        problem(fqn, "'" + fqn + "' of shape " + describe_shape(want.global_shape) + " at offset " +
+                         describe_shape(want.storage_offset) + " does not fit its global shape " +
+                         describe_shape(saved->size) + " in the checkpoint");
+        continue;
+      }
+      for (std::size_t d = 0; d < storage_box.offsets.size() && d < want.storage_offset.size(); ++d)
+        storage_box.offsets[d] += want.storage_offset[d];
     }
-    bool inside = want.box.offsets.size() == saved->size.size() && want.box.sizes.size() == saved->size.size();
+    bool inside = storage_box.offsets.size() == saved->size.size() && storage_box.sizes.size() == saved->size.size();
     for (std::size_t d = 0; inside && d < saved->size.size(); ++d)
-      inside = want.box.offsets[d] >= 0 && want.box.sizes[d] >= 0 &&
-               want.box.offsets[d] + want.box.sizes[d] <= saved->size[d];
+      inside = storage_box.offsets[d] >= 0 && storage_box.sizes[d] >= 0 &&
+               storage_box.offsets[d] + storage_box.sizes[d] <= saved->size[d];
     if (!inside) {
-      problems.push_back("the block " + describe_box(want.box) + " of '" + fqn + "' lies outside its global shape " +
+      problems.push_back("the block " + describe_box(storage_box) + " of '" + fqn + "' lies outside its global shape " +
                          describe_shape(saved->size));
       continue;
     }
     auto index = indexes.find(fqn);
     if (index == indexes.end()) index = indexes.emplace(fqn, ChunkIndex(saved->chunks)).first;
-    index->second.overlaps(want.box, overlaps);
+    index->second.overlaps(storage_box, overlaps);
     std::int64_t covered = 0;
     std::vector<std::size_t> sources;
     for (const auto& o : overlaps) {
       covered += volume(o.intersection.sizes);
       sources.push_back(o.chunk);
     }
-    if (covered != volume(want.box.sizes))
-      throw FormatError("h5dcp: the saved chunks of '" + fqn + "' do not cover the block " + describe_box(want.box) +
+    if (covered != volume(storage_box.sizes))
+      throw FormatError("h5dcp: the saved chunks of '" + fqn + "' do not cover the block " + describe_box(storage_box) +
                         ": the checkpoint's chunk attributes are damaged");
     plan.items.push_back(ReadItem{ReadItemType::Tensor, want.dest_index, Shape(want.box.offsets.size(), 0), fqn,
-                                  want.box.offsets, want.box.sizes, saved->properties.dtype, std::move(sources)});
+                                  storage_box.offsets, storage_box.sizes, saved->properties.dtype, std::move(sources)});
   }
   if (!missing.empty() && strict) {
     std::string keys;

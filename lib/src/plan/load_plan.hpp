@@ -21,6 +21,11 @@ struct LoadRequest {
   DType dtype = DType::Float32;  ///< the destination's dtype
   Shape global_shape;
   ChunkStorageMetadata box;  ///< the destination block, in global coordinates
+  /// Empty: the destination is the stored tensor itself (same global shape).
+  /// Otherwise the destination's "global" tensor is a block of the stored
+  /// one starting here (the seeds' _ReaderWithOffset): storage offsets are
+  /// box offsets + this, and the block must fit inside the stored shape.
+  Shape storage_offset;
 };
 
 /// Checks `wanted` against `metadata`: every fqn present with the same kind;

@@ -55,6 +55,7 @@ SavePlan DefaultSavePlanner::create_local_plan() {
       }
     } else {
       auto encoded = detail::encode_value(value, fqn);
+      if (!encoded) throw UsageError("h5dcp: '" + fqn + "' is a Stateful that was not expanded into its state dict");
       plan.items.push_back(WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt}, WriteItemType::Value,
                                      DType::UInt8, {}, {}, std::move(encoded->encoding), std::move(encoded->payload)});
     }
@@ -99,6 +100,10 @@ LoadPlan DefaultLoadPlanner::create_local_plan() {
     } else {
       wanted.push_back({MetadataIndex{fqn, std::nullopt, std::nullopt}, true, DType::UInt8, {}, {}});
     }
+  }
+  for (auto& request : wanted) {
+    const auto offset = storage_offsets_.find(request.dest_index.fqn);
+    if (offset != storage_offsets_.end()) request.storage_offset = offset->second;
   }
   return detail::create_local_load_plan(wanted, *metadata_, strict_, convert_dtype_);
 }
