@@ -33,7 +33,9 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   h5dcp::prefer_romio_io_component();
-  MPI_Init(&argc, &argv);
+  // Async saves need MPI_THREAD_MULTIPLE (their background thread uses MPI).
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   int size = 1;

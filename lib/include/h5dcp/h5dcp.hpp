@@ -1,6 +1,7 @@
 #pragma once
 // Umbrella header: everything a user of h5dcp needs.
 
+#include "h5dcp/async_save.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/dtype.hpp"
 #include "h5dcp/error.hpp"

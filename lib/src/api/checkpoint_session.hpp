@@ -1,13 +1,15 @@
 #pragma once
-// What every public collective call sets up first: HDF5's error printing
-// silenced (its stack goes into our exceptions), the duplicated communicator,
-// and the one-time OMPIO warning.
+// What every public collective call sets up first: the HDF5 gate (one
+// thread at a time in HDF5), HDF5's error printing silenced (its stack goes
+// into our exceptions), the duplicated communicator, and the one-time OMPIO
+// warning.
 
 #include <mpi.h>
 
 #include <string>
 
 #include "comm/comm.hpp"
+#include "core/hdf5_gate.hpp"
 #include "hdf5/hdf5_error.hpp"
 
 namespace h5dcp::detail {
@@ -22,6 +24,7 @@ class CheckpointSession {
   const Comm& comm() const noexcept { return comm_; }
 
  private:
+  Hdf5GateHold gate_;
   SilenceHdf5Errors silence_;
   Comm comm_;
 };

@@ -92,18 +92,30 @@ void ContainerWriter::write(int rank, IoMode mode, const ChunkSource& source) {
   const bool collective = comm_ != MPI_COMM_NULL && mode == IoMode::Collective;
   std::exception_ptr failure;
   write_tensors(rank, collective, source, failure);
+  if (failure) std::rethrow_exception(failure);
+  write_values(rank);
+}
+
+void ContainerWriter::write_values(int rank) {
   // Values are tiny and have one writer each: independent writes.
   const auto dxpl = transfer_properties(comm_, /*collective=*/false);
-  for (std::size_t i = 0; i < plan_.values.size() && !failure; ++i) {
+  for (std::size_t i = 0; i < plan_.values.size(); ++i) {
     const auto& v = plan_.values[i];
-    if (v.writer != rank) continue;
-    try {
-      write_value(value_datasets_[i].get(), v.encoding, v.payload, dxpl.get(), v.fqn);
-    } catch (...) {
-      failure = std::current_exception();
-    }
+    if (v.writer == rank) write_value(value_datasets_[i].get(), v.encoding, v.payload, dxpl.get(), v.fqn);
   }
-  if (failure) std::rethrow_exception(failure);
+}
+
+void ContainerWriter::write_block(std::size_t tensor_index, const ChunkStorageMetadata& box, const void* data) {
+  const auto& t = plan_.tensors.at(tensor_index);
+  if (volume(box.sizes) == 0) return;
+  if (!independent_dxpl_.valid()) independent_dxpl_ = transfer_properties(comm_, /*collective=*/false);
+  const hid_t dataset = tensor_datasets_[tensor_index].get();
+  Handle file_space(check_id(H5Dget_space(dataset), "H5Dget_space"), H5Sclose);
+  select_block(file_space.get(), box, t.fqn);
+  const auto mem_space = dataspace_of(box.sizes);
+  check_status(H5Dwrite(dataset, tensor_types_[tensor_index].get(), mem_space.get(), file_space.get(),
+                        independent_dxpl_.get(), data),
+               "writing '" + t.fqn + "' block " + describe_box(box));
 }
 
 void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure) {
@@ -159,6 +171,7 @@ void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource
 }
 
 void ContainerWriter::close() {
+  independent_dxpl_.close("a transfer property list");
   for (std::size_t i = 0; i < tensor_datasets_.size(); ++i)
     tensor_datasets_[i].close("the dataset of '" + plan_.tensors[i].fqn + "'");
   for (std::size_t i = 0; i < value_datasets_.size(); ++i)

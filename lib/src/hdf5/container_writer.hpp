@@ -32,6 +32,14 @@ class ContainerWriter {
   /// for it; the first failure is thrown at the end.
   void write(int rank, IoMode mode, const ChunkSource& source);
 
+  /// Writes `box` of tensor `tensor_index` (an index into plan.tensors) from
+  /// `data` (contiguous, the tensor's dtype) with independent I/O: any
+  /// block, any number of calls per rank. Not collective.
+  void write_block(std::size_t tensor_index, const ChunkStorageMetadata& box, const void* data);
+
+  /// Writes the values `rank` is the writer of (independent I/O).
+  void write_values(int rank);
+
   /// Closes every dataset and the file. Collective. Throws on failure.
   void close();
 
@@ -45,6 +53,7 @@ class ContainerWriter {
   std::vector<Handle> tensor_datasets_;  // one per plan_.tensors entry
   std::vector<Handle> tensor_types_;     // file (= memory) type of each
   std::vector<Handle> value_datasets_;   // one per plan_.values entry
+  Handle independent_dxpl_;              // made on the first write_block
 };
 
 }  // namespace h5dcp::detail

@@ -1,0 +1,106 @@
+#include "api/save_steps.hpp"
+
+#include <optional>
+
+#include "core/durable_file.hpp"
+#include "core/fault_injection.hpp"
+#include "h5dcp/version.hpp"
+#include "h5dcp/error.hpp"
+#include "plan/chunk_geometry.hpp"
+#include "plan/codec.hpp"
+#include "torch/dtype_mapping.hpp"
+
+namespace h5dcp::detail {
+
+GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict& state_dict, const std::string& path,
+                         const std::function<void()>& prepare) {
+  const Bytes global = comm.all_reduce(
+      "save:plan",
+      [&] {
+        fault_point("save:plan", comm.rank());
+        prepare();
+        planner.set_up(state_dict, comm.is_coordinator());
+        return encode(planner.create_local_plan());
+      },
+      [&](std::vector<Bytes> locals) {
+        std::vector<SavePlan> plans;
+        for (const auto& l : locals) plans.push_back(decode_save_plan(l));
+        auto plan = planner.create_global_plan(plans);
+        plan.world_size = comm.size();
+        plan.temp_path = temporary_sibling(path);
+        plan.created = utc_now_iso8601();
+        return encode(plan);
+      });
+  return decode_global_save_plan(global);
+}
+
+void write_and_publish(const Comm& c, const GlobalSavePlan& plan, const std::string& path,
+                       const std::function<void(ContainerWriter&)>& write) {
+  std::optional<ContainerWriter> writer;
+  try {
+    c.all_gather("save:create", [&] {
+      writer.emplace(plan.temp_path, c.raw(), plan);
+      return Bytes();
+    });
+    c.all_gather("save:write", [&] {
+      write(*writer);
+      return Bytes();
+    });
+    c.all_gather("save:sync", [&] {
+      // Taken out of `writer` first, so a failing close is not retried below.
+      auto closing = std::move(writer);
+      writer.reset();
+      closing->close();
+      fault_point("save:sync", c.rank());
+      // Every rank syncs: on a parallel file system one client's fsync does
+      // not flush another client's pages.
+      fsync_file(plan.temp_path);
+      return Bytes();
+    });
+    c.broadcast("save:commit", [&] {
+      fault_point("save:commit", c.rank());
+      publish_by_rename(plan.temp_path, path);
+      return Bytes();
+    });
+  } catch (...) {
+    // Every rank is here with the same CheckpointError: the close below is
+    // collective on all of them (or on none).
+    try {
+      if (writer) writer->close();
+    } catch (...) {
+    }
+    writer.reset();
+    if (c.is_coordinator()) remove_quietly(plan.temp_path);
+    throw;
+  }
+}
+
+at::Tensor resolve_block(SavePlanner& planner, const PlannedTensor& tensor, const PlannedChunk& chunk) {
+  auto data = planner.resolve_tensor(tensor, chunk);
+  const Shape shape(data.sizes().begin(), data.sizes().end());
+  if (shape != chunk.chunk.sizes || data.scalar_type() != to_scalar_type(tensor.dtype))
+    throw UsageError("h5dcp: the tensor resolved for block " + describe_box(chunk.chunk) + " of '" + tensor.fqn +
+                     "' is " + std::string(c10::toString(data.scalar_type())) + " " + describe_shape(shape) +
+                     ", not " + std::string(dtype_name(tensor.dtype)) + " " + describe_shape(chunk.chunk.sizes));
+  return data;
+}
+
+SaveResult save_result_of(const GlobalSavePlan& plan) {
+  Metadata md;
+  md.format_version_major = kFormatVersionMajor;
+  md.format_version_minor = kFormatVersionMinor;
+  md.library_version = kLibraryVersion;
+  md.world_size = plan.world_size;
+  md.created = plan.created;
+  for (const auto& t : plan.tensors) {
+    TensorStorageMetadata storage{{t.dtype}, t.global_shape, {}};
+    for (const auto& c : t.chunks) storage.chunks.push_back(c.chunk);
+    md.state_dict_metadata.emplace(t.fqn, std::move(storage));
+  }
+  for (const auto& v : plan.values)
+    md.state_dict_metadata.emplace(v.fqn, BytesStorageMetadata{v.encoding, static_cast<std::int64_t>(v.payload.size())});
+  for (const auto& [fqn, kind] : plan.containers) md.containers.emplace(fqn, kind);
+  return SaveResult{std::move(md), plan.bytes_per_rank()};
+}
+
+}  // namespace h5dcp::detail

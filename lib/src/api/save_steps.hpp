@@ -1,0 +1,41 @@
+#pragma once
+// The phases of a save, shared by save() and the async saver.
+//
+//   save:plan    all_reduce  local plans -> coordinator's global plan -> all
+//   save:create  all_gather  every rank creates the file, groups and datasets
+//   save:write   all_gather  each rank writes the blocks and values assigned to it
+//   save:sync    all_gather  close the file, fsync it from every rank
+//   save:commit  broadcast   coordinator renames the file into place
+//
+// A failure in any step is a CheckpointError on every rank; after the file
+// exists, the failure path closes it on every rank and the coordinator
+// removes it, so nothing partial is ever published.
+
+#include <functional>
+#include <string>
+
+#include "comm/comm.hpp"
+#include "h5dcp/options.hpp"
+#include "h5dcp/planner.hpp"
+#include "hdf5/container_writer.hpp"
+
+namespace h5dcp::detail {
+
+/// The plan step. `prepare` runs first on every rank inside the step (a
+/// throw there is a failure of this rank in "save:plan"). Collective.
+GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict& state_dict, const std::string& path,
+                         const std::function<void()>& prepare);
+
+/// create -> write (`write` gets the open writer) -> sync -> commit, with the
+/// cleanup on failure. Collective.
+void write_and_publish(const Comm& comm, const GlobalSavePlan& plan, const std::string& path,
+                       const std::function<void(ContainerWriter&)>& write);
+
+/// The tensor the planner resolves for a block, checked against the plan
+/// (shape and dtype); throws UsageError naming the block.
+at::Tensor resolve_block(SavePlanner& planner, const PlannedTensor& tensor, const PlannedChunk& chunk);
+
+/// What a save returns.
+SaveResult save_result_of(const GlobalSavePlan& plan);
+
+}  // namespace h5dcp::detail
