@@ -17,6 +17,7 @@
 #include <cstring>
 #include <string>
 
+#include "h5dcp/device.hpp"
 #include "h5dcp/h5dcp.hpp"
 
 namespace {
@@ -114,6 +115,9 @@ int main(int argc, char** argv) {
 
   int status = 0;
   try {
+    // Which device each rank would train on: rank 0 prints every rank's line.
+    for (const auto& line : h5dcp::gather_device_descriptions(h5dcp::assign_device()))
+      std::printf("h5dcp-example: %s\n", line.c_str());
     // Two tensors row-sharded, the rest replicated on every rank.
     auto state = skeleton();
     for (const auto& [fqn, tensor] : full) {

@@ -119,11 +119,17 @@ void ContainerWriter::write_block(std::size_t tensor_index, const ChunkStorageMe
 }
 
 void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure) {
-  const auto dxpl = transfer_properties(comm_, collective);
+  const auto collective_dxpl = transfer_properties(comm_, collective);
+  const auto independent_dxpl = transfer_properties(comm_, false);
   const char dummy = 0;
   for (std::size_t ti = 0; ti < plan_.tensors.size(); ++ti) {
     const auto& t = plan_.tensors[ti];
     const hid_t dataset = tensor_datasets_[ti].get();
+    // A tensor with one writer gains nothing from collective I/O (there is
+    // nothing to aggregate) but would cost every rank a synchronizing call:
+    // thousands of small replicated tensors are written independently.
+    const bool tensor_collective = collective && t.chunks.size() > 1;
+    const auto& dxpl = tensor_collective ? collective_dxpl : independent_dxpl;
     // In collective mode every rank makes the same number of H5Dwrite calls
     // per dataset: as many as the busiest writer of that dataset.
     std::vector<const PlannedChunk*> mine;
@@ -132,7 +138,7 @@ void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource
       ++per_rank[static_cast<std::size_t>(c.writer)];
       if (c.writer == rank) mine.push_back(&c);
     }
-    std::size_t calls = collective ? *std::max_element(per_rank.begin(), per_rank.end()) : mine.size();
+    std::size_t calls = tensor_collective ? *std::max_element(per_rank.begin(), per_rank.end()) : mine.size();
     // A dataset without elements has no storage to write to (on any rank).
     if (volume(t.global_shape) == 0) calls = 0;
 

@@ -1,0 +1,46 @@
+// assign_device: the real inputs of choose_device (MPI's node-local rank,
+// LibTorch's CUDA device count, the environment) and the line apps print.
+
+#include <torch/cuda.h>  // declarations only; a CPU-only LibTorch reports 0 devices
+
+#include <algorithm>
+#include <string>
+
+#include "comm/comm.hpp"
+#include "h5dcp/device.hpp"
+
+namespace h5dcp {
+
+DeviceAssignment assign_device(MPI_Comm comm) {
+  DeviceAssignment assignment;
+  const bool mpi = detail::mpi_is_active();
+  const auto local = node_local_rank(comm);
+  if (mpi) {
+    detail::check_mpi(MPI_Comm_rank(comm, &assignment.rank), "MPI_Comm_rank");
+    detail::check_mpi(MPI_Comm_size(comm, &assignment.size), "MPI_Comm_size");
+  }
+  assignment.node = local.node;
+  assignment.device_count = static_cast<int>(torch::cuda::device_count());
+  // Without MPI the launcher's variables (srun, mpiexec without MPI_Init)
+  // know the local rank better than a single process can.
+  assignment.choice = mpi ? choose_device(local.rank, local.size, assignment.device_count, current_environment())
+                          : choose_device(-1, 0, assignment.device_count, current_environment());
+  if (mpi) {
+    // Count the ranks of this node on the same GPU: by its name where the
+    // environment names it (ranks may see different GPUs as the same index).
+    // Every rank takes part, whatever it chose.
+    const auto& c = assignment.choice;
+    const auto key = local.node + '\n' + (c.gpu.empty() ? c.device() : "gpu " + c.gpu);
+    const auto keys = detail::Comm(comm).all_gather(key);
+    if (c.is_cuda()) assignment.choice.ranks_sharing = static_cast<int>(std::count(keys.begin(), keys.end(), key));
+  }
+  const auto& choice = assignment.choice;
+  const std::string size = choice.local_size > 0 ? std::to_string(choice.local_size) : "?";
+  std::string where = "node " + assignment.node + ", local " + std::to_string(choice.local_rank) + " of " + size;
+  if (choice.local_rank_source != "MPI" && choice.local_rank_source != "default")
+    where += " from " + choice.local_rank_source;
+  assignment.description = "rank " + std::to_string(assignment.rank) + " (" + where + ") -> " + choice.summary();
+  return assignment;
+}
+
+}  // namespace h5dcp
