@@ -8,7 +8,7 @@ packages=(
   libgtest-dev
   openmpi-bin libopenmpi-dev
   libhdf5-openmpi-dev hdf5-tools
-  libtorch-dev
+  libtorch-dev libxxhash-dev
   python3-torch python3-h5py-mpi python3-numpy
 )
 

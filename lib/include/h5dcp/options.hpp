@@ -33,6 +33,7 @@ struct LoadOptions {
   int coordinator = 0;         ///< rank that reads the metadata once and shares it
   bool strict = true;          ///< missing keys are an error (else reported in LoadResult)
   bool convert_dtype = false;  ///< convert a stored dtype to the state dict's instead of refusing
+  bool verify_checksums = true;  ///< check every block read against its stored checksums
   LoadPlanner* planner = nullptr;  ///< nullptr: DefaultLoadPlanner(strict, convert_dtype)
 };
 
@@ -50,6 +51,7 @@ enum class LoadLayout {
 struct LoadAllOptions {
   int coordinator = 0;
   LoadLayout layout = LoadLayout::Whole;
+  bool verify_checksums = true;  ///< check every block read against its stored checksums
 };
 
 }  // namespace h5dcp

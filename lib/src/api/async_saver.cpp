@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "api/save_steps.hpp"
@@ -44,6 +45,7 @@ struct Job {
   std::string path;
   std::vector<Piece> pieces;
   std::promise<SaveResult> promise;
+  std::vector<detail::ChunkChecksums> checksums;  // filled by the caller while staging
 };
 
 at::TensorOptions staging_options() {
@@ -154,6 +156,9 @@ struct AsyncSaver::Impl {
           ring.release_oldest();
         }
         writer.write_values(comm.rank());
+        // Complete: the caller finished each chunk's digests before pushing
+        // its last piece, which this thread has popped.
+        return j.checksums;
       });
       j.promise.set_value(detail::save_result_of(j.plan));
     } catch (...) {
@@ -162,21 +167,30 @@ struct AsyncSaver::Impl {
     }
   }
 
-  // The caller's part: copy every piece into the staging memory, in order.
+  // The caller's part: copy every piece into the staging memory, in order,
+  // checksumming the staged bytes (what will be written) chunk by chunk.
   void stage(Job& j, SavePlanner& planner) {
-    for (const auto& piece : j.pieces) {
+    std::optional<detail::SlabHasher> hasher;
+    for (std::size_t i = 0; i < j.pieces.size(); ++i) {
+      const auto& piece = j.pieces[i];
       try {
         detail::fault_point("async:stage", comm.rank());
         const auto& t = j.plan.tensors[piece.tensor];
+        const auto chunk_index = static_cast<std::size_t>(piece.chunk - t.chunks.data());
+        if (i == 0 || j.pieces[i - 1].chunk != piece.chunk) hasher.emplace(detail::chunk_hasher(j.plan, piece.tensor, chunk_index));
         auto source = detail::resolve_block(planner, t, *piece.chunk);
         for (std::size_t d = 0; d < piece.box.sizes.size(); ++d)
           source = source.narrow(static_cast<std::int64_t>(d), piece.box.offsets[d] - piece.chunk->chunk.offsets[d],
                                  piece.box.sizes[d]);
         const auto offset = ring.reserve(piece.bytes);
         if (!offset) return;  // the background failed: the future says why
-        auto target = at::from_blob(static_cast<char*>(staging.data_ptr()) + *offset, piece.box.sizes,
-                                    at::TensorOptions().dtype(detail::to_scalar_type(t.dtype)));
+        auto* staged_bytes = static_cast<char*>(staging.data_ptr()) + *offset;
+        auto target = at::from_blob(staged_bytes, piece.box.sizes, at::TensorOptions().dtype(detail::to_scalar_type(t.dtype)));
         target.copy_(source);
+        hasher->update(staged_bytes, piece.bytes);
+        if (i + 1 == j.pieces.size() || j.pieces[i + 1].chunk != piece.chunk)
+          j.checksums.push_back({static_cast<std::uint32_t>(piece.tensor), static_cast<std::uint32_t>(chunk_index),
+                                 detail::chunk_slab_rows(j.plan, piece.tensor, chunk_index), hasher->digests()});
         stats.staged_bytes += piece.bytes;
         push(Staged{*offset, nullptr});
       } catch (...) {

@@ -17,6 +17,7 @@
 
 #include "api/checkpoint_session.hpp"
 #include "api/stateful_expansion.hpp"
+#include "api/verified_read.hpp"
 #include "core/fault_injection.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
@@ -72,7 +73,7 @@ void read_into(detail::ContainerReader& reader, const ReadItem& item, at::Tensor
 }
 
 LoadResult load_with(const detail::Comm& c, const std::string& path, const detail::CheckpointIndex& index,
-                     LoadPlanner& planner, StateDict& state_dict) {
+                     LoadPlanner& planner, StateDict& state_dict, bool verify) {
   std::optional<LoadPlan> plan;
   c.all_gather("load:plan", [&] {
     detail::fault_point("load:plan", c.rank());
@@ -96,7 +97,13 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
           continue;
         }
         const auto dest = planner.resolve_tensor(item);
-        read_into(*reader, item, dest_block(dest, item));
+        const auto sums = verify ? index.checksums.find(item.storage_fqn) : index.checksums.end();
+        if (sums != index.checksums.end())
+          detail::read_verified(*reader, item, dest_block(dest, item),
+                                std::get<TensorStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn)),
+                                sums->second);
+        else
+          read_into(*reader, item, dest_block(dest, item));
         planner.commit_tensor(item, dest);
       }
       return Bytes();
@@ -138,7 +145,7 @@ LoadResult load(StateDict& state_dict, const std::string& path, const LoadOption
   const auto index = share_index(c, path);
   DefaultLoadPlanner default_planner(options.strict, options.convert_dtype);
   LoadPlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
-  if (!detail::has_stateful(state_dict)) return load_with(c, path, index, planner, state_dict);
+  if (!detail::has_stateful(state_dict)) return load_with(c, path, index, planner, state_dict, options.verify_checksums);
 
   // Stateful objects: load into their state dicts, then hand them the result.
   detail::LoadExpansion expansion;
@@ -146,7 +153,7 @@ LoadResult load(StateDict& state_dict, const std::string& path, const LoadOption
     expansion = detail::expand_for_load(state_dict, index.metadata);
     return Bytes();
   });
-  auto result = load_with(c, path, index, planner, expansion.target);
+  auto result = load_with(c, path, index, planner, expansion.target, options.verify_checksums);
   c.all_gather("load:commit", [&] {
     detail::fault_point("load:commit", c.rank());
     detail::commit_load(expansion, state_dict);
@@ -167,7 +174,7 @@ StateDict load_all(const std::string& path, const LoadAllOptions& options, MPI_C
     return Bytes();
   });
   DefaultLoadPlanner planner(/*strict=*/true, /*convert_dtype=*/false);
-  load_with(c, path, index, planner, state_dict);
+  load_with(c, path, index, planner, state_dict, options.verify_checksums);
   return state_dict;
 }
 

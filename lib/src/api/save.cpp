@@ -9,6 +9,7 @@
 #include "core/fault_injection.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
+#include "plan/chunk_geometry.hpp"
 #include "torch/host_bytes.hpp"
 
 namespace h5dcp {
@@ -26,10 +27,20 @@ SaveResult save(const StateDict& state_dict, const std::string& path, const Save
     if (expand) expanded = detail::expand_for_save(state_dict);
   });
   detail::write_and_publish(c, plan, path, [&](detail::ContainerWriter& writer) {
+    std::vector<detail::ChunkChecksums> checksums;
     writer.write(c.rank(), options.io_mode, [&](const PlannedTensor& tensor, const PlannedChunk& chunk) {
       detail::fault_point("save:write", c.rank());
-      return detail::host_bytes(detail::resolve_block(planner, tensor, chunk));
+      auto bytes = detail::host_bytes(detail::resolve_block(planner, tensor, chunk));
+      // Checksummed now, from the bytes about to be written.
+      const auto t = static_cast<std::size_t>(&tensor - plan.tensors.data());
+      const auto k = static_cast<std::size_t>(&chunk - tensor.chunks.data());
+      auto hasher = detail::chunk_hasher(plan, t, k);
+      hasher.update(bytes.get(), detail::volume(chunk.chunk.sizes) * static_cast<std::int64_t>(dtype_size(tensor.dtype)));
+      checksums.push_back({static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(k),
+                           detail::chunk_slab_rows(plan, t, k), hasher.digests()});
+      return bytes;
     });
+    return checksums;
   });
   return detail::save_result_of(plan);
 }

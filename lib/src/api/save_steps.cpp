@@ -34,16 +34,60 @@ GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict
   return decode_global_save_plan(global);
 }
 
+std::int64_t chunk_slab_rows(const GlobalSavePlan& plan, std::size_t tensor, std::size_t chunk) {
+  const auto& t = plan.tensors.at(tensor);
+  const auto element = static_cast<std::int64_t>(dtype_size(t.dtype));
+  return checksum_slab_rows(t.chunks.at(chunk).chunk, element, volume(t.global_shape) * element);
+}
+
+SlabHasher chunk_hasher(const GlobalSavePlan& plan, std::size_t tensor, std::size_t chunk) {
+  const auto& t = plan.tensors.at(tensor);
+  const auto element = static_cast<std::int64_t>(dtype_size(t.dtype));
+  return SlabHasher(
+      slab_bytes(checksum_slabs(t.chunks.at(chunk).chunk, chunk_slab_rows(plan, tensor, chunk)), element));
+}
+
+namespace {
+
+// Every rank's chunk checksums, arranged per tensor in chunk order.
+std::vector<TensorChecksums> assemble(const GlobalSavePlan& plan, const std::vector<Bytes>& per_rank) {
+  std::vector<std::vector<const ChunkChecksums*>> found(plan.tensors.size());
+  std::vector<std::vector<ChunkChecksums>> decoded;
+  for (const auto& b : per_rank) decoded.push_back(decode_chunk_checksums(b));
+  for (std::size_t t = 0; t < plan.tensors.size(); ++t) found[t].assign(plan.tensors[t].chunks.size(), nullptr);
+  for (const auto& rank_checksums : decoded)
+    for (const auto& c : rank_checksums) found.at(c.tensor).at(c.chunk) = &c;
+  std::vector<TensorChecksums> out(plan.tensors.size());
+  for (std::size_t t = 0; t < plan.tensors.size(); ++t) {
+    for (std::size_t k = 0; k < plan.tensors[t].chunks.size(); ++k) {
+      const auto* c = found[t][k];
+      if (c == nullptr) {
+        if (volume(plan.tensors[t].chunks[k].chunk.sizes) != 0 && volume(plan.tensors[t].global_shape) != 0)
+          throw Error("h5dcp: no checksums for block " + describe_box(plan.tensors[t].chunks[k].chunk) + " of '" +
+                      plan.tensors[t].fqn + "'");
+        out[t].rows.push_back(0);
+        continue;
+      }
+      out[t].rows.push_back(c->rows);
+      out[t].digests.insert(out[t].digests.end(), c->digests.begin(), c->digests.end());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void write_and_publish(const Comm& c, const GlobalSavePlan& plan, const std::string& path,
-                       const std::function<void(ContainerWriter&)>& write) {
+                       const std::function<std::vector<ChunkChecksums>(ContainerWriter&)>& write) {
   std::optional<ContainerWriter> writer;
   try {
     c.all_gather("save:create", [&] {
       writer.emplace(plan.temp_path, c.raw(), plan);
       return Bytes();
     });
-    c.all_gather("save:write", [&] {
-      write(*writer);
+    const auto checksums = c.all_gather("save:write", [&] { return encode(write(*writer)); });
+    c.all_gather("save:checksums", [&] {
+      writer->write_checksums(assemble(plan, checksums));
       return Bytes();
     });
     c.all_gather("save:sync", [&] {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "comm/comm.hpp"
+#include "core/checksum.hpp"
 #include "h5dcp/options.hpp"
 #include "h5dcp/planner.hpp"
 #include "hdf5/container_writer.hpp"
@@ -26,10 +27,17 @@ namespace h5dcp::detail {
 GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict& state_dict, const std::string& path,
                          const std::function<void()>& prepare);
 
-/// create -> write (`write` gets the open writer) -> sync -> commit, with the
-/// cleanup on failure. Collective.
+/// create -> write (`write` gets the open writer and returns the checksums
+/// of the chunks this rank wrote) -> checksums (stored on every dataset) ->
+/// sync -> commit, with the cleanup on failure. Collective.
 void write_and_publish(const Comm& comm, const GlobalSavePlan& plan, const std::string& path,
-                       const std::function<void(ContainerWriter&)>& write);
+                       const std::function<std::vector<ChunkChecksums>(ContainerWriter&)>& write);
+
+/// A hasher for chunk `chunk` of tensor `tensor` of the plan (its slabs).
+SlabHasher chunk_hasher(const GlobalSavePlan& plan, std::size_t tensor, std::size_t chunk);
+
+/// Rows per checksum slab of chunk `chunk` of tensor `tensor`.
+std::int64_t chunk_slab_rows(const GlobalSavePlan& plan, std::size_t tensor, std::size_t chunk);
 
 /// The tensor the planner resolves for a block, checked against the plan
 /// (shape and dtype); throws UsageError naming the block.

@@ -34,6 +34,16 @@ void write_int64_attribute(hid_t object, const std::string& name, const std::vec
   attr.close("attribute " + name);
 }
 
+void write_uint64_attribute(hid_t object, const std::string& name, const std::vector<std::uint64_t>& values) {
+  const hsize_t dims[1] = {values.size()};
+  Handle space(check_id(H5Screate_simple(1, dims, nullptr), "H5Screate_simple"), H5Sclose);
+  Handle attr(check_id(H5Acreate2(object, name.c_str(), H5T_STD_U64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                       "creating attribute " + name),
+              H5Aclose);
+  check_status(H5Awrite(attr.get(), H5T_NATIVE_UINT64, values.data()), "writing attribute " + name);
+  attr.close("attribute " + name);
+}
+
 bool has_attribute(hid_t object, const std::string& name) { return H5Aexists(object, name.c_str()) > 0; }
 
 namespace {
@@ -77,6 +87,19 @@ std::vector<std::int64_t> read_int64_attribute(hid_t object, const std::string& 
   if (n < 0) throw_hdf5_error("H5Sget_simple_extent_npoints");
   std::vector<std::int64_t> values(static_cast<std::size_t>(n));
   check_status(H5Aread(attr.get(), H5T_NATIVE_INT64, values.data()), "reading attribute " + name);
+  return values;
+}
+
+std::vector<std::uint64_t> read_uint64_attribute(hid_t object, const std::string& name, const std::string& where) {
+  const auto attr = open_attribute(object, name, where);
+  Handle type(check_id(H5Aget_type(attr.get()), "H5Aget_type"), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_INTEGER)
+    throw FormatError("h5dcp: attribute '" + name + "' of " + where + " is not an integer");
+  Handle space(check_id(H5Aget_space(attr.get()), "H5Aget_space"), H5Sclose);
+  const auto n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0) throw_hdf5_error("H5Sget_simple_extent_npoints");
+  std::vector<std::uint64_t> values(static_cast<std::size_t>(n));
+  check_status(H5Aread(attr.get(), H5T_NATIVE_UINT64, values.data()), "reading attribute " + name);
   return values;
 }
 

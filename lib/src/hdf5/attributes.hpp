@@ -17,6 +17,9 @@ void write_string_attribute(hid_t object, const std::string& name, const std::st
 void write_int64_attribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values,
                            std::optional<std::size_t> rows = std::nullopt);
 
+/// A 1-D unsigned 64-bit attribute (checksums).
+void write_uint64_attribute(hid_t object, const std::string& name, const std::vector<std::uint64_t>& values);
+
 bool has_attribute(hid_t object, const std::string& name);
 /// Reads a string attribute (variable- or fixed-length); throws FormatError
 /// naming `where` when it is absent or not a string.
@@ -24,5 +27,8 @@ std::string read_string_attribute(hid_t object, const std::string& name, const s
 /// Reads an integer attribute of any shape, flattened; throws FormatError
 /// when absent or not an integer.
 std::vector<std::int64_t> read_int64_attribute(hid_t object, const std::string& name, const std::string& where);
+/// Reads an unsigned 64-bit attribute, flattened; throws FormatError when
+/// absent or not an integer.
+std::vector<std::uint64_t> read_uint64_attribute(hid_t object, const std::string& name, const std::string& where);
 
 }  // namespace h5dcp::detail

@@ -8,6 +8,7 @@ inline constexpr const char* kFormatVersion = "h5dcp.format_version";  // int64[
 inline constexpr const char* kLibraryVersion = "h5dcp.library_version";
 inline constexpr const char* kWorldSize = "h5dcp.world_size";  // int64[1]
 inline constexpr const char* kCreated = "h5dcp.created";       // ISO-8601 UTC
+inline constexpr const char* kChecksumAlgorithm = "h5dcp.checksum_algorithm";  // "xxh3-64"
 
 // Attributes of every group and dataset below the root.
 inline constexpr const char* kKey = "h5dcp.key";  // the dict key or list position, unescaped (UTF-8)
@@ -23,5 +24,7 @@ inline constexpr const char* kTensor = "tensor";
 inline constexpr const char* kDType = "h5dcp.dtype";                 // tensors: torch dtype name
 inline constexpr const char* kChunkOffsets = "h5dcp.chunk_offsets";  // tensors: int64[chunks, ndim]
 inline constexpr const char* kChunkSizes = "h5dcp.chunk_sizes";      // tensors: int64[chunks, ndim]
+inline constexpr const char* kChecksumRows = "h5dcp.checksum_rows";  // tensors: int64[chunks], rows per slab
+inline constexpr const char* kChecksums = "h5dcp.checksums";         // tensors: uint64[slabs]; values: uint64[1]
 
 }  // namespace h5dcp::detail::layout

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/checksum.hpp"
 #include "core/key_escape.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/version.hpp"
@@ -12,6 +13,7 @@
 #include "hdf5/hdf5_file.hpp"
 #include "hdf5/types.hpp"
 #include "hdf5/value_datasets.hpp"
+#include "plan/checksum_layout.hpp"
 #include "plan/chunk_geometry.hpp"
 
 namespace h5dcp::detail {
@@ -57,6 +59,26 @@ TensorStorageMetadata read_tensor_metadata(hid_t dataset, const std::string& whe
     t.chunks.push_back(std::move(c));
   }
   return t;
+}
+
+// The stored checksums of a tensor, checked for consistency with its chunks.
+TensorChecksums read_tensor_checksums(hid_t dataset, const TensorStorageMetadata& tensor, const std::string& where) {
+  TensorChecksums sums;
+  sums.rows = read_int64_attribute(dataset, layout::kChecksumRows, where);
+  sums.digests = read_uint64_attribute(dataset, layout::kChecksums, where);
+  if (sums.rows.size() != tensor.chunks.size())
+    throw FormatError("h5dcp: " + where + " has checksum rows for " + std::to_string(sums.rows.size()) +
+                      " chunks but " + std::to_string(tensor.chunks.size()) + " chunks");
+  std::size_t slabs = 0;
+  for (std::size_t c = 0; c < tensor.chunks.size(); ++c) {
+    if (volume(tensor.chunks[c].sizes) == 0) continue;
+    if (sums.rows[c] <= 0) throw FormatError("h5dcp: " + where + " has a malformed checksum layout");
+    slabs += checksum_slabs(tensor.chunks[c], sums.rows[c]).size();
+  }
+  if (slabs != sums.digests.size())
+    throw FormatError("h5dcp: " + where + " has " + std::to_string(sums.digests.size()) + " checksums for " +
+                      std::to_string(slabs) + " slabs: the checkpoint is damaged");
+  return sums;
 }
 
 // Walks the groups recursively, filling the index.
@@ -108,10 +130,18 @@ class IndexWalk {
     if (info.type != H5O_TYPE_DATASET) throw FormatError("h5dcp: " + where + " is neither a group nor a dataset");
     const auto kind = read_string_attribute(object.get(), layout::kKind, where);
     if (kind == layout::kTensor) {
-      index_.metadata.state_dict_metadata.emplace(fqn, read_tensor_metadata(object.get(), where));
+      auto tensor = read_tensor_metadata(object.get(), where);
+      if (has_attribute(object.get(), layout::kChecksums))
+        index_.checksums.emplace(fqn, read_tensor_checksums(object.get(), tensor, where));
+      index_.metadata.state_dict_metadata.emplace(fqn, std::move(tensor));
       return;
     }
     auto payload = read_value(object.get(), kind, fqn);
+    if (has_attribute(object.get(), layout::kChecksums)) {
+      const auto stored = read_uint64_attribute(object.get(), layout::kChecksums, where);
+      if (stored.size() != 1 || stored[0] != checksum(payload.data(), payload.size()))
+        throw FormatError("h5dcp: checksum mismatch in the value " + where + ": the checkpoint is damaged");
+    }
     index_.metadata.state_dict_metadata.emplace(fqn, BytesStorageMetadata{kind, static_cast<std::int64_t>(payload.size())});
     index_.values.emplace(fqn, std::move(payload));
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "core/checksum.hpp"
 #include "core/key_escape.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/version.hpp"
@@ -51,6 +52,7 @@ ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const G
   write_string_attribute(root, layout::kLibraryVersion, kLibraryVersion);
   write_int64_attribute(root, layout::kWorldSize, {plan.world_size});
   write_string_attribute(root, layout::kCreated, plan.created);
+  write_string_attribute(root, layout::kChecksumAlgorithm, kChecksumAlgorithm);
 
   Handle lcpl(check_id(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
   check_status(H5Pset_char_encoding(lcpl.get(), H5T_CSET_UTF8), "H5Pset_char_encoding");
@@ -84,6 +86,7 @@ ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const G
     auto dataset = create_value_dataset(root, hdf5_path(v.fqn), lcpl.get(), v.encoding, v.payload.size());
     write_string_attribute(dataset.get(), layout::kKey, key_of(v.fqn));
     write_string_attribute(dataset.get(), layout::kKind, v.encoding);
+    write_uint64_attribute(dataset.get(), layout::kChecksums, {checksum(v.payload.data(), v.payload.size())});
     value_datasets_.push_back(std::move(dataset));
   }
 }
@@ -173,6 +176,14 @@ void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource
         if (!failure) failure = std::current_exception();
       }
     }
+  }
+}
+
+void ContainerWriter::write_checksums(const std::vector<TensorChecksums>& checksums) {
+  for (std::size_t i = 0; i < plan_.tensors.size() && i < checksums.size(); ++i) {
+    if (checksums[i].digests.empty()) continue;  // nothing stored (no elements)
+    write_int64_attribute(tensor_datasets_[i].get(), layout::kChecksumRows, checksums[i].rows);
+    write_uint64_attribute(tensor_datasets_[i].get(), layout::kChecksums, checksums[i].digests);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "h5dcp/options.hpp"
 #include "h5dcp/plan.hpp"
 #include "hdf5/handle.hpp"
+#include "plan/checksum_layout.hpp"
 
 namespace h5dcp::detail {
 
@@ -39,6 +40,10 @@ class ContainerWriter {
 
   /// Writes the values `rank` is the writer of (independent I/O).
   void write_values(int rank);
+
+  /// Stores every tensor's checksums (one entry per plan tensor) as
+  /// attributes. Collective: every rank passes the same checksums.
+  void write_checksums(const std::vector<TensorChecksums>& checksums);
 
   /// Closes every dataset and the file. Collective. Throws on failure.
   void close();

@@ -16,6 +16,9 @@ Handle file_access(MPI_Comm comm, bool writing) {
     // once. Collective metadata *reads* stay off: buggy in HDF5 1.10.5-1.10.8.
     if (writing) check_status(H5Pset_coll_metadata_write(fapl.get(), true), "H5Pset_coll_metadata_write");
   }
+  // The 1.8 file format: dense attribute storage, so a tensor's checksum list
+  // may exceed 64 KiB. Readable by HDF5 1.8 and later, h5py included.
+  if (writing) check_status(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), "H5Pset_libver_bounds");
   return fapl;
 }
 

@@ -215,6 +215,48 @@ Metadata decode_metadata(std::string_view bytes) {
   return md;
 }
 
+namespace {
+
+void put_digests(ByteWriter& w, const std::vector<std::uint64_t>& digests) {
+  w.put<std::uint64_t>(digests.size());
+  for (auto d : digests) w.put<std::uint64_t>(d);
+}
+
+std::vector<std::uint64_t> get_digests(ByteReader& r) {
+  std::vector<std::uint64_t> digests(static_cast<std::size_t>(r.get<std::uint64_t>()));
+  for (auto& d : digests) d = r.get<std::uint64_t>();
+  return digests;
+}
+
+}  // namespace
+
+Bytes encode(const std::vector<ChunkChecksums>& checksums) {
+  ByteWriter w;
+  w.put<std::uint64_t>(checksums.size());
+  for (const auto& c : checksums) {
+    w.put<std::uint32_t>(c.tensor);
+    w.put<std::uint32_t>(c.chunk);
+    w.put<std::int64_t>(c.rows);
+    put_digests(w, c.digests);
+  }
+  return w.take();
+}
+
+std::vector<ChunkChecksums> decode_chunk_checksums(std::string_view bytes) {
+  ByteReader r(bytes);
+  std::vector<ChunkChecksums> out;
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    ChunkChecksums c;
+    c.tensor = r.get<std::uint32_t>();
+    c.chunk = r.get<std::uint32_t>();
+    c.rows = r.get<std::int64_t>();
+    c.digests = get_digests(r);
+    out.push_back(std::move(c));
+  }
+  finish(r);
+  return out;
+}
+
 Bytes encode(const CheckpointIndex& index) {
   ByteWriter w;
   put_metadata(w, index.metadata);
@@ -222,6 +264,12 @@ Bytes encode(const CheckpointIndex& index) {
   for (const auto& [fqn, payload] : index.values) {
     w.put_string(fqn);
     w.put_string(payload);
+  }
+  w.put<std::uint64_t>(index.checksums.size());
+  for (const auto& [fqn, c] : index.checksums) {
+    w.put_string(fqn);
+    w.put_ints(c.rows);
+    put_digests(w, c.digests);
   }
   return w.take();
 }
@@ -233,6 +281,13 @@ CheckpointIndex decode_checkpoint_index(std::string_view bytes) {
   for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
     auto fqn = r.get_string();
     index.values.emplace(std::move(fqn), r.get_string());
+  }
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    auto fqn = r.get_string();
+    TensorChecksums c;
+    c.rows = r.get_ints();
+    c.digests = get_digests(r);
+    index.checksums.emplace(std::move(fqn), std::move(c));
   }
   finish(r);
   return index;

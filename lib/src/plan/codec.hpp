@@ -7,6 +7,7 @@
 #include "core/byte_codec.hpp"
 #include "h5dcp/metadata.hpp"
 #include "h5dcp/plan.hpp"
+#include "plan/checksum_layout.hpp"
 
 namespace h5dcp::detail {
 
@@ -15,6 +16,7 @@ namespace h5dcp::detail {
 struct CheckpointIndex {
   Metadata metadata;
   std::map<std::string, std::string> values;  ///< fqn -> encoded payload
+  std::map<std::string, TensorChecksums> checksums;  ///< fqn -> stored checksums (tensors that have them)
 };
 
 Bytes encode(const SavePlan& plan);
@@ -25,6 +27,9 @@ GlobalSavePlan decode_global_save_plan(std::string_view bytes);
 
 Bytes encode(const Metadata& metadata);
 Metadata decode_metadata(std::string_view bytes);
+
+Bytes encode(const std::vector<ChunkChecksums>& checksums);
+std::vector<ChunkChecksums> decode_chunk_checksums(std::string_view bytes);
 
 Bytes encode(const CheckpointIndex& index);
 CheckpointIndex decode_checkpoint_index(std::string_view bytes);

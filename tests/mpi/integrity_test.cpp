@@ -1,0 +1,131 @@
+// Checksums: computed while writing, stored with the data, verified on every
+// load (resharded included); flipped bytes are named, never loaded.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include "h5dcp/h5dcp.hpp"
+#include "test_support.hpp"
+
+namespace h5dcp {
+namespace {
+
+using test::bitwise_equal;
+using test::reference_tensor;
+
+// The file offset of byte `byte` of dataset `path`'s (contiguous) data.
+std::int64_t data_offset(const std::string& file, const std::string& path, std::int64_t byte) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t d = H5Dopen2(f, path.c_str(), H5P_DEFAULT);
+  const auto offset = static_cast<std::int64_t>(H5Dget_offset(d));
+  H5Dclose(d);
+  H5Fclose(f);
+  return offset + byte;
+}
+
+// Flips every bit of one byte of the file (on rank 0; everyone waits).
+void flip_byte(const std::string& file, std::int64_t offset) {
+  if (test::world_rank() == 0) {
+    const int fd = ::open(file.c_str(), O_RDWR);
+    unsigned char b = 0;
+    ASSERT_EQ(::pread(fd, &b, 1, offset), 1);
+    b = static_cast<unsigned char>(~b);
+    ASSERT_EQ(::pwrite(fd, &b, 1, offset), 1);
+    ::close(fd);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+template <typename Fn>
+std::string checkpoint_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a CheckpointError on rank " << test::world_rank();
+  return "";
+}
+
+const Shape kShape{300, 1100};  // 1.3 MB of float32: more than one checksum slab
+
+StateDict state(int rank, int size) {
+  return StateDict{{"model", StateDict{{"w", test::grid_shards(reference_tensor(kShape, at::kFloat), size, 1, rank, size)}}},
+                   {"note", "intact"}};
+}
+
+TEST(Integrity, AFlippedDataByteIsCaughtOnEveryKindOfLoad) {
+  test::TempDir dir;
+  const int rank = test::world_rank();
+  const int size = test::world_size();
+  const auto path = dir.file("c.h5");
+  save(state(rank, size), path);
+  StateDict clean{{"model", StateDict{{"w", at::zeros(kShape)}}}};
+  load(clean, path);  // intact: loads
+
+  // A byte in row 250 (in the last rows, whoever saved them).
+  flip_byte(path, data_offset(path, "/model/w", (250 * 1100 + 7) * 4 + 1));
+  for (const auto& layout : {"same", "columns", "whole"}) {
+    StateDict target;
+    if (std::string(layout) == "same")
+      target["model"] = StateDict{{"w", test::zeros_like(std::get<ShardedTensor>(value_at(state(rank, size), "model/w")))}};
+    else if (std::string(layout) == "columns")
+      target["model"] = StateDict{{"w", test::zeros_like(test::grid_shards(at::zeros(kShape), 1, size, rank, size))}};
+    else
+      target["model"] = StateDict{{"w", at::zeros(kShape)}};
+    const auto message = checkpoint_error([&] { load(target, path); });
+    EXPECT_NE(message.find("checksum mismatch in 'model/w'"), std::string::npos) << layout << ": " << message;
+    EXPECT_NE(message.find("the checkpoint is damaged"), std::string::npos) << message;
+  }
+  // Without verification the damage goes through: the flip was real.
+  StateDict blind{{"model", StateDict{{"w", at::zeros(kShape)}}}};
+  LoadOptions no_verify;
+  no_verify.verify_checksums = false;
+  load(blind, path, no_verify);
+  EXPECT_FALSE(bitwise_equal(std::get<at::Tensor>(value_at(blind, "model/w")), reference_tensor(kShape, at::kFloat)));
+}
+
+TEST(Integrity, AFlippedValueIsCaughtWhenTheMetadataIsRead) {
+  test::TempDir dir;
+  const auto path = dir.file("v.h5");
+  save(state(test::world_rank(), test::world_size()), path);
+  flip_byte(path, data_offset(path, "/note", 2));
+  StateDict target{{"note", ""}};
+  const auto message = checkpoint_error([&] { load(target, path); });
+  EXPECT_NE(message.find("checksum mismatch in the value 'note'"), std::string::npos) << message;
+}
+
+TEST(Integrity, AsyncAndSyncSavesStoreTheSameChecksums) {
+  test::TempDir dir;
+  const int rank = test::world_rank();
+  const int size = test::world_size();
+  save(state(rank, size), dir.file("sync.h5"));
+  {
+    AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{64 * 1024});  // pieces smaller than slabs
+    saver.save(state(rank, size), dir.file("async.h5")).get();
+  }
+  if (rank == 0) {
+    auto digests = [](const std::string& file) {
+      const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+      const hid_t d = H5Dopen2(f, "/model/w", H5P_DEFAULT);
+      const hid_t a = H5Aopen(d, "h5dcp.checksums", H5P_DEFAULT);
+      const hid_t s = H5Aget_space(a);
+      std::vector<std::uint64_t> v(static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)));
+      H5Aread(a, H5T_NATIVE_UINT64, v.data());
+      H5Sclose(s);
+      H5Aclose(a);
+      H5Dclose(d);
+      H5Fclose(f);
+      return v;
+    };
+    const auto a = digests(dir.file("sync.h5"));
+    EXPECT_GE(a.size(), 2u);  // more than one slab
+    EXPECT_EQ(a, digests(dir.file("async.h5")));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
+}  // namespace h5dcp
