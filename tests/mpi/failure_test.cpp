@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 
 #include "h5dcp/h5dcp.hpp"
@@ -209,6 +210,51 @@ TEST(Arguments, RanksPassingDifferentPathsOrCoordinatorsAllFail) {
     EXPECT_NE(std::string(e.what()).find("different coordinator ranks (from 0 to 1)"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(dir.entries().empty());
+}
+
+}  // namespace
+}  // namespace h5dcp
+
+namespace h5dcp {
+namespace {
+
+TEST(Deadline, AStalledRankIsNamedAndNobodyWaitsForever) {
+  if (test::world_size() == 1) GTEST_SKIP() << "needs two ranks";
+  test::TempDir dir;
+  const int rank = test::world_rank();
+  const int stalled = test::world_size() - 1;
+  StateDict sd{{"w", test::grid_shards(reference_tensor({8, 4}, at::kFloat), 2, 1, rank, test::world_size())}};
+  save(sd, dir.file("ok.h5"));
+
+  ::setenv("H5DCP_INJECT_FAULT", ("save:plan@" + std::to_string(stalled) + "~4").c_str(), 1);
+  SaveOptions options;
+  options.timeout_seconds = 1;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    save(sd, dir.file("ok.h5"), options);
+    ADD_FAILURE() << "expected a CheckpointError on rank " << rank;
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(e.step(), "save:plan") << e.what();
+    if (rank == stalled) {
+      // It arrived late: nobody answered it.
+      EXPECT_EQ(e.failures().count(0), 1u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("the coordinator did not answer"), std::string::npos) << e.what();
+    } else {
+      EXPECT_EQ(e.failures().count(stalled), 1u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("did not reach step 'save:plan' within 1 s"), std::string::npos)
+          << e.what();
+    }
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LT(waited, rank == stalled ? 12.0 : 4.0) << "rank " << rank;
+  ::unsetenv("H5DCP_INJECT_FAULT");
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  // Nothing was published, the older checkpoint is intact, and h5dcp works on.
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"ok.h5"});
+  StateDict back{{"w", at::zeros({8, 4})}};
+  load(back, dir.file("ok.h5"));
+  EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(back.at("w")), reference_tensor({8, 4}, at::kFloat)));
 }
 
 }  // namespace

@@ -21,6 +21,10 @@ enum class IoMode {
 struct SaveOptions {
   int coordinator = 0;  ///< rank that plans, publishes and names the checkpoint
   IoMode io_mode = IoMode::Collective;
+  /// How long a phase waits for the slowest rank before the ranks that
+  /// arrived fail naming those that did not: 0 = $H5DCP_TIMEOUT_SECONDS or
+  /// 1800 s; negative = forever.
+  double timeout_seconds = 0;
   SavePlanner* planner = nullptr;  ///< nullptr: DefaultSavePlanner
 };
 
@@ -34,6 +38,7 @@ struct LoadOptions {
   bool strict = true;          ///< missing keys are an error (else reported in LoadResult)
   bool convert_dtype = false;  ///< convert a stored dtype to the state dict's instead of refusing
   bool verify_checksums = true;  ///< check every block read against its stored checksums
+  double timeout_seconds = 0;    ///< as SaveOptions::timeout_seconds
   LoadPlanner* planner = nullptr;  ///< nullptr: DefaultLoadPlanner(strict, convert_dtype)
 };
 
@@ -52,6 +57,7 @@ struct LoadAllOptions {
   int coordinator = 0;
   LoadLayout layout = LoadLayout::Whole;
   bool verify_checksums = true;  ///< check every block read against its stored checksums
+  double timeout_seconds = 0;    ///< as SaveOptions::timeout_seconds
 };
 
 }  // namespace h5dcp

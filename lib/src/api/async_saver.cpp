@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "api/checkpoint_session.hpp"
 #include "api/save_steps.hpp"
 #include "api/stateful_expansion.hpp"
 #include "comm/comm.hpp"
@@ -72,6 +73,7 @@ struct AsyncSaver::Impl {
   std::thread worker;
 
   Impl(MPI_Comm user_comm, const AsyncOptions& options) : comm(user_comm, 0), ring(options.staging_bytes) {
+    comm.set_timeout(detail::resolve_timeout(options.timeout_seconds));
     if (options.staging_bytes < 4096) throw UsageError("h5dcp: AsyncOptions::staging_bytes must be at least 4096");
     if (comm.distributed()) {
       int provided = MPI_THREAD_SINGLE;

@@ -14,12 +14,16 @@
 
 namespace h5dcp::detail {
 
+/// The timeout an option asks for: itself when positive, none when
+/// negative, $H5DCP_TIMEOUT_SECONDS or 1800 s when 0.
+double resolve_timeout(double option);
+
 class CheckpointSession {
  public:
   /// Collective over `comm` (it duplicates it). Single-process without MPI.
   /// Throws UsageError on every rank when ranks passed different
   /// coordinators or paths.
-  CheckpointSession(MPI_Comm comm, int coordinator, const std::string& path);
+  CheckpointSession(MPI_Comm comm, int coordinator, const std::string& path, double timeout_seconds);
 
   const Comm& comm() const noexcept { return comm_; }
 

@@ -115,9 +115,11 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
       return Bytes();
     });
   } catch (...) {
-    // Same CheckpointError on every rank: the close is collective on all.
+    // Same CheckpointError on every rank: the close is collective on all,
+    // unless a rank did not arrive in time (it would wait for that rank).
     try {
-      if (reader) reader->close();
+      if (reader && !c.timed_out()) reader->close();
+      if (reader && c.timed_out()) reader->abandon();
     } catch (...) {
     }
     throw;
@@ -135,12 +137,12 @@ StateValue empty_tensor_for(const TensorStorageMetadata& storage, LoadLayout lay
 }  // namespace
 
 Metadata read_metadata(const std::string& path, int coordinator, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, coordinator, path);
+  detail::CheckpointSession session(comm, coordinator, path, 0);
   return share_index(session.comm(), path).metadata;
 }
 
 LoadResult load(StateDict& state_dict, const std::string& path, const LoadOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator, path);
+  detail::CheckpointSession session(comm, options.coordinator, path, options.timeout_seconds);
   const auto& c = session.comm();
   const auto index = share_index(c, path);
   DefaultLoadPlanner default_planner(options.strict, options.convert_dtype);
@@ -163,7 +165,7 @@ LoadResult load(StateDict& state_dict, const std::string& path, const LoadOption
 }
 
 StateDict load_all(const std::string& path, const LoadAllOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator, path);
+  detail::CheckpointSession session(comm, options.coordinator, path, options.timeout_seconds);
   const auto& c = session.comm();
   const auto index = share_index(c, path);
   StateDict state_dict;

@@ -15,7 +15,7 @@
 namespace h5dcp {
 
 SaveResult save(const StateDict& state_dict, const std::string& path, const SaveOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator, path);
+  detail::CheckpointSession session(comm, options.coordinator, path, options.timeout_seconds);
   const auto& c = session.comm();
   DefaultSavePlanner default_planner;
   SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;

@@ -109,8 +109,10 @@ void write_and_publish(const Comm& c, const GlobalSavePlan& plan, const std::str
   } catch (...) {
     // Every rank is here with the same CheckpointError: the close below is
     // collective on all of them (or on none).
+    // ... unless a rank did not arrive in time: it would wait for that rank.
     try {
-      if (writer) writer->close();
+      if (writer && !c.timed_out()) writer->close();
+      if (writer && c.timed_out()) writer->abandon();
     } catch (...) {
     }
     writer.reset();

@@ -1,7 +1,10 @@
 #include "comm/comm.hpp"
 
+#include <chrono>
 #include <climits>
 #include <map>
+#include <sstream>
+#include <thread>
 #include <string>
 
 #include "h5dcp/error.hpp"
@@ -249,9 +252,124 @@ std::vector<Bytes> untag_all(std::vector<Bytes> tagged) {
 
 }  // namespace
 
+// --- arrival with a deadline ----------------------------------------------
+namespace {
+
+constexpr int kArrivalTag = 23760;
+constexpr int kVerdictTag = 23761;
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Polls `requests` until all complete or `deadline`; returns which completed.
+std::vector<bool> wait_until(std::vector<MPI_Request>& requests, double deadline) {
+  std::vector<bool> done(requests.size(), false);
+  std::size_t left = requests.size();
+  while (left > 0) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (done[i]) continue;
+      int flag = 0;
+      check_mpi(MPI_Test(&requests[i], &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      if (flag) {
+        done[i] = true;
+        --left;
+      }
+    }
+    if (left == 0 || seconds_now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return done;
+}
+
+// Gives up on requests that did not complete.
+void abandon(std::vector<MPI_Request>& requests, const std::vector<bool>& done) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (done[i] || requests[i] == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&requests[i]);
+    MPI_Request_free(&requests[i]);
+  }
+}
+
+std::string after(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
+}  // namespace
+
+void Comm::arrive(std::string_view step) const {
+  if (!distributed() || timeout_ <= 0 || size_ == 1) return;
+  const std::string what = "did not reach step '" + std::string(step) + "' within " + after(timeout_) +
+                           " s (stalled or dead); the job should be restarted";
+  // The verdict: [1] when everyone arrived, else [0, count, missing ranks...].
+  std::vector<int> verdict(static_cast<std::size_t>(size_) + 2, 0);
+  if (is_coordinator()) {
+    std::vector<int> flags(static_cast<std::size_t>(size_), 0);
+    std::vector<MPI_Request> requests;
+    std::vector<int> from;
+    for (int r = 0; r < size_; ++r) {
+      if (r == coordinator_) continue;
+      requests.emplace_back();
+      from.push_back(r);
+      check_mpi(MPI_Irecv(&flags[static_cast<std::size_t>(r)], 1, MPI_INT, r, kArrivalTag, comm_, &requests.back()),
+                "MPI_Irecv");
+    }
+    const auto done = wait_until(requests, seconds_now() + timeout_);
+    std::map<int, std::string> missing;
+    for (std::size_t i = 0; i < done.size(); ++i)
+      if (!done[i]) missing[from[i]] = what;
+    abandon(requests, done);
+    verdict[0] = missing.empty() ? 1 : 0;
+    verdict[1] = static_cast<int>(missing.size());
+    std::size_t k = 2;
+    for (const auto& [r, m] : missing) verdict[k++] = r;
+    std::vector<MPI_Request> sends;
+    for (std::size_t i = 0; i < done.size(); ++i) {
+      if (!done[i]) continue;
+      sends.emplace_back();
+      check_mpi(MPI_Isend(verdict.data(), size_ + 2, MPI_INT, from[i], kVerdictTag, comm_, &sends.back()), "MPI_Isend");
+    }
+    check_mpi(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    if (!missing.empty()) {
+      timed_out_ = true;
+      throw CheckpointError(std::string(step), missing);
+    }
+    return;
+  }
+  int one = 1;
+  std::vector<MPI_Request> requests(2);
+  check_mpi(MPI_Isend(&one, 1, MPI_INT, coordinator_, kArrivalTag, comm_, &requests[0]), "MPI_Isend");
+  check_mpi(MPI_Irecv(verdict.data(), size_ + 2, MPI_INT, coordinator_, kVerdictTag, comm_, &requests[1]), "MPI_Irecv");
+  // The coordinator may itself wait a full timeout for others first.
+  const auto done = wait_until(requests, seconds_now() + 2 * timeout_ + 1);
+  if (!done[1]) {
+    abandon(requests, done);
+    timed_out_ = true;
+    throw CheckpointError(std::string(step), {{coordinator_, "the coordinator did not answer at step '" +
+                                                                std::string(step) + "' within " + after(2 * timeout_ + 1) +
+                                                                " s (stalled or dead); the job should be restarted"}});
+  }
+  if (verdict[0] == 1) return;
+  timed_out_ = true;
+  std::map<int, std::string> missing;
+  for (int k = 0; k < verdict[1] && k < size_; ++k) missing[verdict[static_cast<std::size_t>(k) + 2]] = what;
+  throw CheckpointError(std::string(step), missing);
+}
+
+Bytes Comm::run_map(std::string_view step, const std::function<Bytes()>& map) const {
+  if (timed_out_)
+    throw CheckpointError(std::string(step), {{rank_, "an earlier step timed out; this communicator is unusable"}});
+  arrive(step);
+  auto tagged = run_tagged(rank_, map);
+  arrive(step);
+  return tagged;
+}
+
 Bytes Comm::reduce_scatter(std::string_view step, const std::function<Bytes()>& map,
                            const std::function<std::vector<Bytes>(std::vector<Bytes>)>& reduce) const {
-  const auto gathered = gather(run_tagged(rank_, map));
+  const auto gathered = gather(run_map(step, map));
   std::vector<Bytes> replies;
   if (is_coordinator()) {
     auto failures = failures_of(gathered);
@@ -273,7 +391,7 @@ Bytes Comm::reduce_scatter(std::string_view step, const std::function<Bytes()>& 
 
 Bytes Comm::all_reduce(std::string_view step, const std::function<Bytes()>& map,
                        const std::function<Bytes(std::vector<Bytes>)>& reduce) const {
-  const auto gathered = gather(run_tagged(rank_, map));
+  const auto gathered = gather(run_map(step, map));
   Bytes reply;
   if (is_coordinator()) {
     auto failures = failures_of(gathered);
@@ -291,7 +409,7 @@ Bytes Comm::all_reduce(std::string_view step, const std::function<Bytes()>& map,
 }
 
 std::vector<Bytes> Comm::all_gather(std::string_view step, const std::function<Bytes()>& map) const {
-  auto gathered = all_gather(run_tagged(rank_, map));
+  auto gathered = all_gather(run_map(step, map));
   const auto failures = failures_of(gathered);
   if (!failures.empty()) throw CheckpointError(std::string(step), failures);
   return untag_all(std::move(gathered));
@@ -299,7 +417,11 @@ std::vector<Bytes> Comm::all_gather(std::string_view step, const std::function<B
 
 Bytes Comm::broadcast(std::string_view step, const std::function<Bytes()>& map) const {
   Bytes reply;
-  if (is_coordinator()) reply = run_tagged(rank_, map);
+  if (is_coordinator()) {
+    reply = run_map(step, map);
+  } else {
+    run_map(step, [] { return Bytes(); });
+  }
   broadcast(reply);
   return unwrap(step, reply);
 }

@@ -78,6 +78,17 @@ class Comm {
   /// Runs `map` on the coordinator and returns its result on every rank.
   Bytes broadcast(std::string_view step, const std::function<Bytes()>& map) const;
 
+  /// Bounds how long a step waits for the other ranks (0: forever). With a
+  /// timeout, every step first checks, with point-to-point messages and a
+  /// deadline, that every rank arrived (before its map and before the
+  /// exchange): the ranks that arrived throw a CheckpointError naming the
+  /// ranks that did not, instead of waiting in a collective forever. After a
+  /// timeout the Comm is unusable (timed_out()): its steps throw at once,
+  /// and callers must not start collective cleanup with it.
+  void set_timeout(double seconds) noexcept { timeout_ = seconds; }
+  double timeout() const noexcept { return timeout_; }
+  bool timed_out() const noexcept { return timed_out_; }
+
   /// Throws UsageError on every rank unless all ranks passed the same
   /// `value` (compared by hash): catches calls whose arguments differ across
   /// ranks (paths, options) before they can deadlock or write two files.
@@ -86,11 +97,17 @@ class Comm {
  private:
   Comm() = default;
   void release() noexcept;
+  /// Checks that every rank reached this point of `step` within the timeout.
+  void arrive(std::string_view step) const;
+  /// arrive, map (tagged with success or failure), arrive.
+  Bytes run_map(std::string_view step, const std::function<Bytes()>& map) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
   int coordinator_ = 0;
+  double timeout_ = 0;
+  mutable bool timed_out_ = false;
 };
 
 }  // namespace h5dcp::detail

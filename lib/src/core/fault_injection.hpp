@@ -2,7 +2,8 @@
 // Fault injection for tests: make a chosen rank fail at a chosen point.
 //
 // H5DCP_INJECT_FAULT="<point>@<rank>[,<point>@<rank>...]" makes
-// fault_point(point, rank) throw on that rank. Points are named after the
+// fault_point(point, rank) throw on that rank; "<point>@<rank>~<seconds>"
+// makes it stall there instead (sleep), to test deadlines. Points are named after the
 // phases ("save:plan", "save:write", "save:commit", "load:read", ...). The
 // variable is read at every call, so a test can set and clear it between
 // saves. It costs one getenv per phase, nothing per byte.

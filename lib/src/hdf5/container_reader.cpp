@@ -204,6 +204,11 @@ void ContainerReader::read(const std::string& fqn, DType dtype, const ChunkStora
                "reading '" + fqn + "' block " + describe_box(box) + " from '" + path_ + "'");
 }
 
+void ContainerReader::abandon() noexcept {
+  for (auto& [fqn, d] : datasets_) d.abandon();
+  file_.abandon();
+}
+
 void ContainerReader::close() {
   for (auto& [fqn, d] : datasets_) d.close("the dataset of '" + fqn + "'");
   file_.close("'" + path_ + "'");

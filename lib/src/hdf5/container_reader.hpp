@@ -30,6 +30,9 @@ class ContainerReader {
   /// Closes the datasets and the file. Collective.
   void close();
 
+  /// Forgets every HDF5 id without closing (after a rank timed out).
+  void abandon() noexcept;
+
  private:
   hid_t dataset(const std::string& fqn);
 

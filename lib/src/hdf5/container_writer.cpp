@@ -187,6 +187,13 @@ void ContainerWriter::write_checksums(const std::vector<TensorChecksums>& checks
   }
 }
 
+void ContainerWriter::abandon() noexcept {
+  for (auto& d : tensor_datasets_) d.abandon();
+  for (auto& d : value_datasets_) d.abandon();
+  independent_dxpl_.abandon();
+  file_.abandon();
+}
+
 void ContainerWriter::close() {
   independent_dxpl_.close("a transfer property list");
   for (std::size_t i = 0; i < tensor_datasets_.size(); ++i)

@@ -48,6 +48,9 @@ class ContainerWriter {
   /// Closes every dataset and the file. Collective. Throws on failure.
   void close();
 
+  /// Forgets every HDF5 id without closing (after a rank timed out).
+  void abandon() noexcept;
+
  private:
   void write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure);
 

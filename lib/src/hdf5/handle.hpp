@@ -37,6 +37,10 @@ class Handle {
   /// Closes now; throws IoError with HDF5's error stack when that fails.
   void close(const std::string& what);
 
+  /// Forgets the id without closing it: for a file whose collective close
+  /// cannot happen because a rank is gone (HDF5 closes it at exit).
+  void abandon() noexcept { id_ = H5I_INVALID_HID; }
+
  private:
   void reset() noexcept {
     if (id_ >= 0) closer_(id_);
