@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mount.h>
+
 #include <chrono>
+#include <filesystem>
 #include <cstdlib>
 
 #include "h5dcp/h5dcp.hpp"
@@ -255,6 +258,66 @@ TEST(Deadline, AStalledRankIsNamedAndNobodyWaitsForever) {
   StateDict back{{"w", at::zeros({8, 4})}};
   load(back, dir.file("ok.h5"));
   EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(back.at("w")), reference_tensor({8, 4}, at::kFloat)));
+}
+
+}  // namespace
+}  // namespace h5dcp
+
+namespace h5dcp {
+namespace {
+
+// A full disk: a 1 MiB tmpfs mounted inside the test directory (as root,
+// which CI is; RLIMIT_FSIZE is no substitute: ROMIO aborts the job on EFBIG).
+class SmallFileSystem {
+ public:
+  explicit SmallFileSystem(const std::string& dir) : dir_(dir) {
+    int ok = 0;
+    if (test::world_rank() == 0) {
+      std::filesystem::create_directories(dir_);
+      ok = ::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=1m") == 0 ? 1 : 0;
+    }
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    mounted_ = ok == 1;
+  }
+  ~SmallFileSystem() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (mounted_ && test::world_rank() == 0) ::umount(dir_.c_str());
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+TEST(FullDisk, IsAClearErrorAndLosesNothing) {
+  test::TempDir dir;
+  SmallFileSystem fs(dir.file("small"));
+  ASSERT_TRUE(fs.mounted()) << "mounting a tmpfs needs root (CI runs as root)";
+  const auto path = dir.file("small/ckpt.h5");
+  const int rank = test::world_rank();
+  const int size = test::world_size();
+  const auto old = reference_tensor({64, 64}, at::kFloat);  // 16 KiB: fits
+  save(StateDict{{"w", test::grid_shards(old, size, 1, rank, size)}}, path);
+  for (const auto mode : {IoMode::Collective, IoMode::Independent}) {
+    // 4 MiB: does not fit in 1 MiB.
+    StateDict big{{"w", test::grid_shards(reference_tensor({64, 64}, at::kFloat, 1), size, 1, rank, size)},
+                  {"big", test::grid_shards(reference_tensor({1024, 1024}, at::kFloat), size, 1, rank, size)}};
+    try {
+      save(big, path, SaveOptions{0, mode});
+      ADD_FAILURE() << "expected a CheckpointError on rank " << rank;
+    } catch (const CheckpointError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("No space left on device"), std::string::npos) << m;
+    }
+  }
+  StateDict back{{"w", at::zeros({64, 64})}};
+  load(back, path);
+  EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(back.at("w")), old));
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("small"))) left.push_back(e.path().filename());
+  EXPECT_EQ(left, std::vector<std::string>{"ckpt.h5"});
 }
 
 }  // namespace

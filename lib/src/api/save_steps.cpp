@@ -85,6 +85,12 @@ void write_and_publish(const Comm& c, const GlobalSavePlan& plan, const std::str
       writer.emplace(plan.temp_path, c.raw(), plan);
       return Bytes();
     });
+    // The space the data will take is reserved before any is written: a full
+    // disk then fails here, cleanly, not inside a collective write.
+    c.broadcast("save:reserve", [&] {
+      reserve_space(plan.temp_path, writer->allocated_bytes());
+      return Bytes();
+    });
     const auto checksums = c.all_gather("save:write", [&] { return encode(write(*writer)); });
     c.all_gather("save:checksums", [&] {
       writer->write_checksums(assemble(plan, checksums));

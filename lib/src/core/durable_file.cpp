@@ -57,6 +57,15 @@ void publish_by_rename(const std::string& from, const std::string& to) {
   if (rc != 0) throw_errno("fsync of the directory '" + dir + "'", error);
 }
 
+void reserve_space(const std::string& path, std::int64_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw_errno("opening '" + path + "' to reserve space", errno);
+  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  ::close(fd);
+  if (rc == 0 || rc == EOPNOTSUPP || rc == EINVAL) return;
+  throw_errno("reserving " + std::to_string(bytes) + " bytes for '" + path + "'", rc);
+}
+
 void remove_quietly(const std::string& path) noexcept { ::unlink(path.c_str()); }
 
 std::string utc_now_iso8601() {

@@ -2,6 +2,7 @@
 // POSIX pieces of atomic, durable publishing: a temporary sibling name, fsync
 // of a file and of its directory, rename into place.
 
+#include <cstdint>
 #include <string>
 
 namespace h5dcp::detail {
@@ -17,6 +18,12 @@ void fsync_file(const std::string& path);
 /// Renames `from` to `to` (atomically replacing `to`) and fsync()s the
 /// directory so the rename itself is durable. Throws IoError.
 void publish_by_rename(const std::string& from, const std::string& to);
+
+/// Makes the file system set aside the first `bytes` of `path` now
+/// (posix_fallocate), so that a full disk fails here, before any data is
+/// written, rather than in the middle of a collective write. A file system
+/// that cannot reserve space is left alone. Throws IoError (e.g. ENOSPC).
+void reserve_space(const std::string& path, std::int64_t bytes);
 
 /// Removes `path` if it exists; never throws (used on failure paths).
 void remove_quietly(const std::string& path) noexcept;

@@ -187,6 +187,19 @@ void ContainerWriter::write_checksums(const std::vector<TensorChecksums>& checks
   }
 }
 
+std::int64_t ContainerWriter::allocated_bytes() const {
+  // The end of the last dataset's storage (allocated when created).
+  std::int64_t end = 0;
+  auto extend = [&](const Handle& dataset) {
+    const haddr_t offset = H5Dget_offset(dataset.get());
+    if (offset == HADDR_UNDEF) return;  // nothing allocated (no elements)
+    end = std::max(end, static_cast<std::int64_t>(offset + H5Dget_storage_size(dataset.get())));
+  };
+  for (const auto& d : tensor_datasets_) extend(d);
+  for (const auto& d : value_datasets_) extend(d);
+  return end;
+}
+
 void ContainerWriter::abandon() noexcept {
   for (auto& d : tensor_datasets_) d.abandon();
   for (auto& d : value_datasets_) d.abandon();

@@ -48,6 +48,11 @@ class ContainerWriter {
   /// Closes every dataset and the file. Collective. Throws on failure.
   void close();
 
+  /// Bytes the file's data will reach once written: the end of the last
+  /// dataset's storage (every dataset is allocated when created). Not
+  /// collective.
+  std::int64_t allocated_bytes() const;
+
   /// Forgets every HDF5 id without closing (after a rank timed out).
   void abandon() noexcept;
 

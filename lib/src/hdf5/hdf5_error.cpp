@@ -1,23 +1,32 @@
 #include "hdf5/hdf5_error.hpp"
 
+#include <vector>
+
 #include "h5dcp/error.hpp"
 #include "hdf5/handle.hpp"
 
 namespace h5dcp::detail {
 namespace {
 
-constexpr unsigned kMaxStackLines = 8;
+// The outermost entries say what h5dcp asked for, the innermost why it failed
+// (errno texts live there): both ends are kept.
+constexpr unsigned kOuterLines = 2;
+constexpr unsigned kInnerLines = 6;
 
-herr_t append_entry(unsigned n, const H5E_error2_t* entry, void* data) {
-  auto* out = static_cast<std::string*>(data);
-  if (n >= kMaxStackLines) return 0;
+struct Stack {
+  std::vector<std::string> lines;
+};
+
+herr_t collect_entry(unsigned, const H5E_error2_t* entry, void* data) {
+  auto* stack = static_cast<Stack*>(data);
   char minor[160] = "";
   H5Eget_msg(entry->min_num, nullptr, minor, sizeof minor);
-  *out += "\n    HDF5 ";
-  *out += entry->func_name ? entry->func_name : "?";
-  *out += ": ";
-  *out += entry->desc ? entry->desc : "";
-  if (minor[0] != '\0') *out += std::string(" (") + minor + ")";
+  std::string line = "\n    HDF5 ";
+  line += entry->func_name ? entry->func_name : "?";
+  line += ": ";
+  line += entry->desc ? entry->desc : "";
+  if (minor[0] != '\0') line += std::string(" (") + minor + ")";
+  stack->lines.push_back(std::move(line));
   return 0;
 }
 
@@ -32,7 +41,15 @@ SilenceHdf5Errors::~SilenceHdf5Errors() { H5Eset_auto2(H5E_DEFAULT, previous_fun
 
 void throw_hdf5_error(const std::string& what) {
   std::string message = "h5dcp: " + what + " failed";
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, append_entry, &message);
+  Stack stack;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_entry, &stack);
+  const auto n = stack.lines.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i < kOuterLines || i + kInnerLines >= n)
+      message += stack.lines[i];
+    else if (i == kOuterLines)
+      message += "\n    ...";
+  }
   H5Eclear2(H5E_DEFAULT);
   throw IoError(message);
 }
