@@ -14,9 +14,9 @@ ompio = json.load(open(f"{results}/ompio.json"))
 ts = json.load(open(f"{results}/torch_save.json"))
 dcp = {"SAVE": [], "LOAD": [], "LOAD-resharded(rank": []}
 for line in open(f"{results}/dcp.txt"):
-    m = re.match(r"(SAVE|LOAD|LOAD-resharded\(rank)\S*\s.*?([0-9.]+) s\s+([0-9.]+) GB/s", line)
+    m = re.match(r"(LOAD-resharded\(rank shift\)|SAVE|LOAD)\s+([0-9.]+) s\s+([0-9.]+) GB/s", line)
     if m:
-        dcp[m.group(1)].append(float(m.group(2)))
+        dcp[m.group(1).replace(" shift)", "")].append(float(m.group(2)))
 dcp_s = {k: statistics.median(v) for k, v in dcp.items() if v}
 
 gb = h["gb"]
@@ -91,7 +91,41 @@ for name, sec, rate in rows:
 lines += ["", "## Targets (issue 6)", "", "| target | measured | |", "|---|---|---|"]
 for name, value, ok in targets:
     lines.append(f"| {name} | {value} | {verdict(ok)} |")
-lines += ["", "![bandwidths](performance.png)", ""]
+lines += [
+    "",
+    "![bandwidths](performance.png)",
+    "",
+    "## Where the time goes, and what was tried",
+    "",
+    "- **Save vs the raw write.** The raw baseline is one `MPI_File_write_at_all`",
+    "  plus `MPI_File_sync`. An h5dcp save adds the collective plan, creating the",
+    "  file, its groups, datasets and attributes (collective metadata writes), the",
+    "  checksum attributes, closing, an fsync from every rank, and the rename plus",
+    "  directory fsync that publish it atomically. With 4 large tensors the extra",
+    "  work is small next to the data; on this disk the fsync'd write speed itself",
+    "  varies by a factor of 5 between runs, which dominates the ratio.",
+    "- **Many small tensors.** Each tensor is its own dataset (contract 1), and",
+    "  HDF5 spends about 0.1 ms per dataset on its object header and attributes",
+    "  even on one rank; packing small tensors into shared datasets would break",
+    "  the one-dataset-per-tensor format, so it was not done. Tensors with a",
+    "  single writer are written with independent I/O (no per-tensor collective",
+    "  call), which is what made the small case scale with the rank count.",
+    "  Measured and not kept: HDF5 library-version bounds (1.10), a 1 MiB",
+    "  metadata block size, a larger metadata cache, fixed-length string",
+    "  attributes: no measurable change on 5,000 tensors.",
+    "- **Async blocking time** is the collective plan plus copying this rank's",
+    "  blocks into the (pre-touched, reused) staging memory at memory bandwidth;",
+    "  the rest of the save runs in the background.",
+    "- **Loads** read each rank's block as one hyperslab per tensor (or per",
+    "  checksum slab when resharding needs partial slabs) with independent I/O,",
+    "  and verify every slab's XXH3 checksum.",
+    "- Knobs kept: contiguous layout, no fill values, collective metadata",
+    "  writes, the 1.8 file format (needed for large checksum attributes),",
+    "  compact binary plan exchange, independent writes for single-writer",
+    "  tensors. Not yet measured: MPI-IO hints (ROMIO data sieving and",
+    "  collective buffering sizes), alignment, plan reuse across saves.",
+    "",
+]
 open(md_path, "w").write("\n".join(lines) + "\n")
 
 import matplotlib
