@@ -9,6 +9,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libhdf5-openmpi-dev hdf5-tools
   libtorch-dev libxxhash-dev
+  libcli11-dev nlohmann-json3-dev
   python3-torch python3-h5py-mpi python3-numpy
 )
 

@@ -1,0 +1,92 @@
+// detect_file_kind(): a file's kind from its first bytes.
+
+#include "h5dcp/file_kind.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "h5dcp/error.hpp"
+#include "hdf5/attributes.hpp"
+#include "hdf5/container_layout.hpp"
+#include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_file.hpp"
+
+namespace h5dcp {
+namespace {
+
+// Reads up to `n` bytes at `offset`; fewer at the end of the file.
+std::string read_at(int fd, std::uint64_t offset, std::size_t n, const std::string& path) {
+  std::string out(n, '\0');
+  std::size_t got = 0;
+  while (got < n) {
+    const auto r = ::pread(fd, out.data() + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw IoError("h5dcp: reading '" + path + "' failed: " + std::strerror(errno));
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
+
+constexpr char kHdf5Signature[] = "\x89HDF\r\n\x1a\n";
+// torch.save's legacy format starts with the pickle of its magic number
+// 0x1950a86a20f9469cfc6c (PROTO n, LONG1 10 bytes).
+constexpr unsigned char kLegacyMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+
+bool is_h5dcp(const std::string& path) {
+  detail::SilenceHdf5Errors silence;
+  try {
+    auto file = detail::open_file_read_only(path, MPI_COMM_NULL);
+    const bool marked = detail::has_attribute(file.get(), detail::layout::kFormatVersion);
+    file.close("'" + path + "'");
+    return marked;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+FileKind detect_file_kind(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) throw IoError("h5dcp: '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(info.st_mode)) throw IoError("h5dcp: '" + path + "' is not a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+
+  const auto head = read_at(fd, 0, 512, path);
+  if (head.compare(0, 4, "PK\x03\x04") == 0) return FileKind::TorchSave;
+  if (head.size() >= 2 + sizeof kLegacyMagic && static_cast<unsigned char>(head[0]) == 0x80 &&
+      std::memcmp(head.data() + 2, kLegacyMagic, sizeof kLegacyMagic) == 0)
+    return FileKind::LegacyTorchSave;
+  if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) return FileKind::LegacyTorchSave;  // PyTorch < 0.4: tar
+  // The HDF5 superblock is at 0 or after a user block of 512, 1024, 2048, ... bytes.
+  const auto size = static_cast<std::uint64_t>(info.st_size);
+  for (std::uint64_t at = 0; at + 8 <= size; at = at == 0 ? 512 : at * 2) {
+    if (read_at(fd, at, 8, path) == std::string(kHdf5Signature, 8))
+      return is_h5dcp(path) ? FileKind::H5dcpCheckpoint : FileKind::Hdf5;
+  }
+  return FileKind::Other;
+}
+
+std::string_view describe(FileKind kind) noexcept {
+  switch (kind) {
+    case FileKind::TorchSave: return "torch.save file";
+    case FileKind::LegacyTorchSave: return "legacy torch.save file";
+    case FileKind::H5dcpCheckpoint: return "h5dcp checkpoint";
+    case FileKind::Hdf5: return "HDF5 file (not an h5dcp checkpoint)";
+    case FileKind::Other: return "file of an unknown format";
+  }
+  return "file of an unknown format";
+}
+
+}  // namespace h5dcp

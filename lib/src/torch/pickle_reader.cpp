@@ -1,0 +1,536 @@
+#include "torch/pickle_reader.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "h5dcp/error.hpp"
+
+namespace h5dcp::detail::pickle {
+namespace {
+
+// The opcodes this reader knows (pickletools' names).
+enum Op : std::uint8_t {
+  kMark = '(',
+  kStop = '.',
+  kPop = '0',
+  kPopMark = '1',
+  kDup = '2',
+  kFloat = 'F',
+  kInt = 'I',
+  kBinInt = 'J',
+  kBinInt1 = 'K',
+  kLong = 'L',
+  kBinInt2 = 'M',
+  kNone = 'N',
+  kBinPersId = 'Q',
+  kReduce = 'R',
+  kBinUnicode = 'X',
+  kAppend = 'a',
+  kBuild = 'b',
+  kGlobal = 'c',
+  kDict = 'd',
+  kEmptyDict = '}',
+  kAppends = 'e',
+  kGet = 'g',
+  kBinGet = 'h',
+  kLongBinGet = 'j',
+  kList = 'l',
+  kEmptyList = ']',
+  kPut = 'p',
+  kBinPut = 'q',
+  kLongBinPut = 'r',
+  kSetItem = 's',
+  kTuple = 't',
+  kEmptyTuple = ')',
+  kSetItems = 'u',
+  kBinFloat = 'G',
+  kBinBytes = 'B',
+  kShortBinBytes = 'C',
+  kProto = 0x80,
+  kTuple1 = 0x85,
+  kTuple2 = 0x86,
+  kTuple3 = 0x87,
+  kNewTrue = 0x88,
+  kNewFalse = 0x89,
+  kLong1 = 0x8a,
+  kLong4 = 0x8b,
+  kShortBinUnicode = 0x8c,
+  kBinUnicode8 = 0x8d,
+  kBinBytes8 = 0x8e,
+  kStackGlobal = 0x93,
+  kMemoize = 0x94,
+  kFrame = 0x95,
+};
+
+struct StorageType {
+  const char* name;
+  DType dtype;
+};
+
+constexpr StorageType kStorageTypes[] = {
+    {"DoubleStorage", DType::Float64},    {"FloatStorage", DType::Float32}, {"HalfStorage", DType::Float16},
+    {"BFloat16Storage", DType::BFloat16}, {"LongStorage", DType::Int64},    {"IntStorage", DType::Int32},
+    {"ShortStorage", DType::Int16},       {"CharStorage", DType::Int8},     {"ByteStorage", DType::UInt8},
+    {"BoolStorage", DType::Bool},
+};
+
+constexpr const char* kSupported =
+    "h5dcp converts dicts, lists, tuples, str, bytes, int, float, bool, None and dense tensors of dtype float64/32/16, "
+    "bfloat16, int64/32/16/8, uint8 and bool";
+
+bool is_builtins(const std::string& module) { return module == "builtins" || module == "__builtin__"; }
+
+class Unpickler {
+ public:
+  Unpickler(std::string_view data, const std::string& what) : data_(data), what_(what) {}
+
+  ObjectPtr run() {
+    while (true) {
+      op_pos_ = pos_;
+      const std::uint8_t op = byte();
+      if (op == kStop) {
+        auto result = pop();
+        if (!stack_.empty() || !marks_.empty()) fail("objects are left on the stack at STOP");
+        return result;
+      }
+      step(op);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const {
+    throw FormatError("h5dcp: the torch.save pickle (data.pkl) of " + what_ + " cannot be read: " + message +
+                      " (at byte " + std::to_string(op_pos_) + ")");
+  }
+
+  // --- input ----------------------------------------------------------------
+  const char* take(std::size_t n) {
+    if (n > data_.size() - pos_) fail("it is truncated");
+    const char* p = data_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  std::uint8_t byte() { return static_cast<std::uint8_t>(*take(1)); }
+  template <typename T>
+  T little() {
+    T value{};
+    std::memcpy(&value, take(sizeof(T)), sizeof(T));  // x86-64 and aarch64 are little-endian, as pickles are
+    return value;
+  }
+  std::size_t length(std::uint64_t n) {
+    if (n > data_.size() - pos_) fail("a length runs past its end");
+    return static_cast<std::size_t>(n);
+  }
+  std::string line() {
+    const auto end = data_.find('\n', pos_);
+    if (end == std::string_view::npos) fail("a text argument has no end of line");
+    std::string text(data_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return text;
+  }
+
+  // --- stack ----------------------------------------------------------------
+  std::size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  ObjectPtr pop() {
+    if (stack_.size() <= floor()) fail("the stack is empty");
+    auto top = std::move(stack_.back());
+    stack_.pop_back();
+    return top;
+  }
+  const ObjectPtr& top() const {
+    if (stack_.size() <= floor()) fail("the stack is empty");
+    return stack_.back();
+  }
+  std::vector<ObjectPtr> pop_mark() {
+    if (marks_.empty()) fail("there is no MARK");
+    const auto k = marks_.back();
+    marks_.pop_back();
+    std::vector<ObjectPtr> items(std::make_move_iterator(stack_.begin() + static_cast<std::ptrdiff_t>(k)),
+                                 std::make_move_iterator(stack_.end()));
+    stack_.resize(k);
+    return items;
+  }
+  void push(ObjectPtr o) { stack_.push_back(std::move(o)); }
+
+  void memo_put(std::uint64_t index) { memo_[index] = top(); }
+  ObjectPtr memo_get(std::uint64_t index) const {
+    const auto it = memo_.find(index);
+    if (it == memo_.end()) fail("memo entry " + std::to_string(index) + " is missing");
+    return it->second;
+  }
+
+  // --- values ---------------------------------------------------------------
+  std::int64_t two_complement(const char* p, std::size_t n) {
+    if (n == 0) return 0;
+    const bool negative = (static_cast<std::uint8_t>(p[n - 1]) & 0x80) != 0;
+    // Bytes beyond 8 must be pure sign extension for the value to fit int64.
+    for (std::size_t i = 8; i < n; ++i)
+      if (static_cast<std::uint8_t>(p[i]) != (negative ? 0xff : 0x00)) fail("an integer does not fit in 64 bits");
+    std::uint64_t value = negative ? ~std::uint64_t{0} : 0;
+    for (std::size_t i = 0; i < std::min<std::size_t>(n, 8); ++i) {
+      value &= ~(std::uint64_t{0xff} << (8 * i));
+      value |= std::uint64_t{static_cast<std::uint8_t>(p[i])} << (8 * i);
+    }
+    if (n >= 8 && ((value >> 63) != 0) != negative) fail("an integer does not fit in 64 bits");
+    return static_cast<std::int64_t>(value);
+  }
+
+  std::int64_t text_int(std::string text) {
+    if (!text.empty() && text.back() == 'L') text.pop_back();
+    try {
+      std::size_t used = 0;
+      const auto v = std::stoll(text, &used, 10);
+      if (used != text.size()) fail("malformed integer '" + text + "'");
+      return v;
+    } catch (const std::out_of_range&) {
+      fail("an integer does not fit in 64 bits");
+    } catch (const std::invalid_argument&) {
+      fail("malformed integer '" + text + "'");
+    }
+  }
+
+  static std::vector<std::int64_t> ints_of(const Object& tuple, bool& ok) {
+    std::vector<std::int64_t> out;
+    ok = tuple.kind == Kind::Tuple || tuple.kind == Kind::List;
+    if (!ok) return out;
+    for (const auto& item : tuple.items) {
+      if (item->kind != Kind::Int) {
+        ok = false;
+        return out;
+      }
+      out.push_back(item->integer);
+    }
+    return out;
+  }
+
+  ObjectPtr persistent(const Object& pid) {
+    const auto& a = pid.items;
+    const bool shaped = pid.kind == Kind::Tuple && a.size() == 5 &&
+                        (a[0]->kind == Kind::Str || a[0]->kind == Kind::Bytes) && a[0]->text == "storage";
+    if (!shaped) fail("a persistent id is not a ('storage', type, key, location, numel) tuple: " + describe(pid));
+    const auto& type = *a[1];
+    if (type.kind != Kind::Global) fail("a storage type is " + describe(type));
+    const StorageType* known = nullptr;
+    for (const auto& t : kStorageTypes)
+      if (type.module == "torch" && type.name == t.name) known = &t;
+    if (known == nullptr)
+      fail("storage type " + type.module + "." + type.name + " is not supported (" + kSupported + ")");
+    if (a[2]->kind != Kind::Str || a[3]->kind != Kind::Str || a[4]->kind != Kind::Int || a[4]->integer < 0)
+      fail("a storage's key, location or size is malformed");
+    auto& storage = storages_[a[2]->text];
+    if (!storage) {
+      auto fresh = std::make_shared<Storage>();
+      fresh->key = a[2]->text;
+      fresh->dtype = known->dtype;
+      fresh->numel = a[4]->integer;
+      fresh->location = a[3]->text;
+      storage = std::move(fresh);
+    } else if (storage->dtype != known->dtype || storage->numel != a[4]->integer) {
+      fail("storage '" + a[2]->text + "' is named with two different types or sizes");
+    }
+    auto o = Object::of(Kind::Storage);
+    o->storage = storage;
+    return o;
+  }
+
+  ObjectPtr rebuild_tensor(const std::vector<ObjectPtr>& args) {
+    if (args.size() < 4 || args[0]->kind != Kind::Storage || args[1]->kind != Kind::Int)
+      fail("a tensor is rebuilt from unexpected arguments");
+    bool sizes_ok = false;
+    bool strides_ok = false;
+    TensorView view;
+    view.storage = args[0]->storage;
+    view.storage_offset = args[1]->integer;
+    view.sizes = ints_of(*args[2], sizes_ok);
+    view.strides = ints_of(*args[3], strides_ok);
+    if (!sizes_ok || !strides_ok || view.sizes.size() != view.strides.size() || view.storage_offset < 0)
+      fail("a tensor has malformed sizes, strides or storage offset");
+    std::int64_t last = view.storage_offset;
+    bool empty = false;
+    for (std::size_t d = 0; d < view.sizes.size(); ++d) {
+      if (view.sizes[d] < 0 || view.strides[d] < 0) fail("a tensor has a negative size or stride");
+      if (view.sizes[d] == 0) empty = true;
+      last += (view.sizes[d] - 1) * view.strides[d];
+    }
+    if (!empty && last >= view.storage->numel)
+      fail("a tensor view reaches element " + std::to_string(last) + " of storage '" + view.storage->key +
+           "', which has " + std::to_string(view.storage->numel));
+    return Object::tensor_of(std::move(view));
+  }
+
+  static std::string latin1_bytes(const std::string& utf8, bool& ok) {
+    std::string out;
+    ok = true;
+    for (std::size_t i = 0; i < utf8.size(); ++i) {
+      const auto c = static_cast<std::uint8_t>(utf8[i]);
+      if (c < 0x80) {
+        out.push_back(static_cast<char>(c));
+      } else if ((c == 0xc2 || c == 0xc3) && i + 1 < utf8.size()) {
+        const auto next = static_cast<std::uint8_t>(utf8[++i]);
+        out.push_back(static_cast<char>(((c & 0x03) << 6) | (next & 0x3f)));
+      } else {
+        ok = false;
+        return {};
+      }
+    }
+    return out;
+  }
+
+  ObjectPtr call(const Object& callable, const Object& args) {
+    if (callable.kind != Kind::Global) fail("REDUCE calls " + describe(callable));
+    if (args.kind != Kind::Tuple) fail("REDUCE passes " + describe(args) + " as arguments");
+    const auto& m = callable.module;
+    const auto& n = callable.name;
+    const auto& a = args.items;
+    if (m == "collections" && n == "OrderedDict" && a.empty()) return Object::of(Kind::Dict);
+    if (m == "torch._utils" && (n == "_rebuild_tensor_v2" || n == "_rebuild_tensor")) return rebuild_tensor(a);
+    if (m == "torch._utils" && (n == "_rebuild_parameter" || n == "_rebuild_parameter_with_state")) {
+      if (a.empty() || a[0]->kind != Kind::Tensor) fail("a parameter is rebuilt from " + describe(args));
+      return a[0];
+    }
+    if (m == "torch._tensor" && n == "_rebuild_from_type_v2") {
+      // (func, new_type, args, state): a tensor with Python attributes; we keep the tensor.
+      if (a.size() < 3) fail("_rebuild_from_type_v2 has too few arguments");
+      return call(*a[0], *a[2]);
+    }
+    if (m == "_codecs" && n == "encode" && a.size() == 2 && a[0]->kind == Kind::Str && a[1]->kind == Kind::Str &&
+        (a[1]->text == "latin1" || a[1]->text == "latin-1")) {
+      bool ok = false;
+      auto raw = latin1_bytes(a[0]->text, ok);
+      if (!ok) fail("bytes are encoded with characters outside latin-1");
+      return Object::bytes_of(std::move(raw));
+    }
+    if (is_builtins(m) && n == "bytes" && a.empty()) return Object::bytes_of("");
+    if (m == "torch" && n == "Size" && a.size() == 1 && a[0]->kind == Kind::Tuple) return a[0];
+    fail("unsupported object " + m + "." + n + " (" + kSupported + ")");
+  }
+
+  ObjectPtr tuple_of(std::vector<ObjectPtr> items) {
+    auto t = Object::of(Kind::Tuple);
+    t->items = std::move(items);
+    return t;
+  }
+
+  void set_items(Object& dict, std::vector<ObjectPtr>& pairs) {
+    if (dict.kind != Kind::Dict) fail("SETITEM(S) on " + describe(dict));
+    if (pairs.size() % 2 != 0) fail("SETITEMS has an odd number of items");
+    for (std::size_t i = 0; i < pairs.size(); i += 2) dict.entries.emplace_back(pairs[i], pairs[i + 1]);
+  }
+
+  void append_items(Object& list, std::vector<ObjectPtr>& items) {
+    if (list.kind != Kind::List) fail("APPEND(S) on " + describe(list));
+    for (auto& item : items) list.items.push_back(std::move(item));
+  }
+
+  void step(std::uint8_t op) {
+    switch (op) {
+      case kProto: {
+        const auto version = byte();
+        if (version > 5) fail("pickle protocol " + std::to_string(version) + " is newer than 5");
+        return;
+      }
+      case kFrame: (void)little<std::uint64_t>(); return;  // framing only
+      case kMark: marks_.push_back(stack_.size()); return;
+      case kPop: (void)pop(); return;
+      case kPopMark: (void)pop_mark(); return;
+      case kDup: push(top()); return;
+      case kNone: push(Object::none()); return;
+      case kNewTrue: push(Object::boolean_of(true)); return;
+      case kNewFalse: push(Object::boolean_of(false)); return;
+      case kBinInt: push(Object::int_of(little<std::int32_t>())); return;
+      case kBinInt1: push(Object::int_of(byte())); return;
+      case kBinInt2: push(Object::int_of(little<std::uint16_t>())); return;
+      case kLong1: {
+        const auto n = byte();
+        push(Object::int_of(two_complement(take(n), n)));
+        return;
+      }
+      case kLong4: {
+        const auto n = little<std::int32_t>();
+        if (n < 0) fail("LONG4 has a negative length");
+        const auto len = length(static_cast<std::uint64_t>(n));
+        push(Object::int_of(two_complement(take(len), len)));
+        return;
+      }
+      case kInt: {
+        const auto text = line();
+        if (text == "00" || text == "01")
+          push(Object::boolean_of(text == "01"));
+        else
+          push(Object::int_of(text_int(text)));
+        return;
+      }
+      case kLong: push(Object::int_of(text_int(line()))); return;
+      case kBinFloat: {
+        std::uint64_t bits = 0;
+        const char* p = take(8);
+        for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<std::uint8_t>(p[i]);  // big-endian
+        double value = 0;
+        std::memcpy(&value, &bits, sizeof value);
+        push(Object::float_of(value));
+        return;
+      }
+      case kFloat: {
+        const auto text = line();
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (end == text.c_str()) fail("malformed float '" + text + "'");
+        push(Object::float_of(value));
+        return;
+      }
+      case kShortBinUnicode: {
+        const auto n = byte();
+        push(Object::str_of(std::string(take(n), n)));
+        return;
+      }
+      case kBinUnicode: {
+        const auto n = length(little<std::uint32_t>());
+        push(Object::str_of(std::string(take(n), n)));
+        return;
+      }
+      case kBinUnicode8: {
+        const auto n = length(little<std::uint64_t>());
+        push(Object::str_of(std::string(take(n), n)));
+        return;
+      }
+      case kShortBinBytes: {
+        const auto n = byte();
+        push(Object::bytes_of(std::string(take(n), n)));
+        return;
+      }
+      case kBinBytes: {
+        const auto n = length(little<std::uint32_t>());
+        push(Object::bytes_of(std::string(take(n), n)));
+        return;
+      }
+      case kBinBytes8: {
+        const auto n = length(little<std::uint64_t>());
+        push(Object::bytes_of(std::string(take(n), n)));
+        return;
+      }
+      case kEmptyList: push(Object::of(Kind::List)); return;
+      case kEmptyDict: push(Object::of(Kind::Dict)); return;
+      case kEmptyTuple: push(Object::of(Kind::Tuple)); return;
+      case kList: {
+        auto list = Object::of(Kind::List);
+        list->items = pop_mark();
+        push(std::move(list));
+        return;
+      }
+      case kTuple: push(tuple_of(pop_mark())); return;
+      case kTuple1: {
+        auto a = pop();
+        push(tuple_of({std::move(a)}));
+        return;
+      }
+      case kTuple2: {
+        auto b = pop();
+        auto a = pop();
+        push(tuple_of({std::move(a), std::move(b)}));
+        return;
+      }
+      case kTuple3: {
+        auto c = pop();
+        auto b = pop();
+        auto a = pop();
+        push(tuple_of({std::move(a), std::move(b), std::move(c)}));
+        return;
+      }
+      case kDict: {
+        auto dict = Object::of(Kind::Dict);
+        auto pairs = pop_mark();
+        set_items(*dict, pairs);
+        push(std::move(dict));
+        return;
+      }
+      case kSetItem: {
+        auto value = pop();
+        auto key = pop();
+        std::vector<ObjectPtr> pair{std::move(key), std::move(value)};
+        set_items(*top(), pair);
+        return;
+      }
+      case kSetItems: {
+        auto pairs = pop_mark();
+        set_items(*top(), pairs);
+        return;
+      }
+      case kAppend: {
+        std::vector<ObjectPtr> one{pop()};
+        append_items(*top(), one);
+        return;
+      }
+      case kAppends: {
+        auto items = pop_mark();
+        append_items(*top(), items);
+        return;
+      }
+      case kGlobal: {
+        auto g = Object::of(Kind::Global);
+        g->module = line();
+        g->name = line();
+        push(std::move(g));
+        return;
+      }
+      case kStackGlobal: {
+        auto name = pop();
+        auto module = pop();
+        if (name->kind != Kind::Str || module->kind != Kind::Str) fail("STACK_GLOBAL needs two strings");
+        auto g = Object::of(Kind::Global);
+        g->module = module->text;
+        g->name = name->text;
+        push(std::move(g));
+        return;
+      }
+      case kReduce: {
+        auto args = pop();
+        auto callable = pop();
+        push(call(*callable, *args));
+        return;
+      }
+      case kBuild: {
+        auto state = pop();
+        const auto& object = top();
+        // Attributes of an OrderedDict (a module state dict's _metadata) or a
+        // tensor (Python attributes) have no place in a state dict: dropped.
+        if (object->kind != Kind::Dict && object->kind != Kind::Tensor) fail("BUILD on " + describe(*object));
+        return;
+      }
+      case kBinPersId: {
+        auto pid = pop();
+        push(persistent(*pid));
+        return;
+      }
+      case kBinPut: memo_put(byte()); return;
+      case kLongBinPut: memo_put(little<std::uint32_t>()); return;
+      case kPut: memo_put(static_cast<std::uint64_t>(text_int(line()))); return;
+      case kMemoize: memo_put(memo_.size()); return;
+      case kBinGet: push(memo_get(byte())); return;
+      case kLongBinGet: push(memo_get(little<std::uint32_t>())); return;
+      case kGet: push(memo_get(static_cast<std::uint64_t>(text_int(line())))); return;
+      default: {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", op);
+        fail(std::string("unsupported pickle opcode ") + hex + " (" + kSupported + ")");
+      }
+    }
+  }
+
+  std::string_view data_;
+  const std::string& what_;
+  std::size_t pos_ = 0;
+  std::size_t op_pos_ = 0;
+  std::vector<ObjectPtr> stack_;
+  std::vector<std::size_t> marks_;
+  std::unordered_map<std::uint64_t, ObjectPtr> memo_;
+  std::map<std::string, std::shared_ptr<Storage>> storages_;
+};
+
+}  // namespace
+
+ObjectPtr unpickle(std::string_view data, const std::string& what) { return Unpickler(data, what).run(); }
+
+}  // namespace h5dcp::detail::pickle

@@ -1,0 +1,119 @@
+"""Reads an h5dcp checkpoint into torch tensors with h5py and torch alone (no
+h5dcp), and checks it against the torch.save file it was converted from:
+same structure, dtypes (bfloat16 included), shapes and bit-identical values.
+read_checkpoint below is the worked example of docs/FORMAT.md, and this
+script checks that the two are the same text. Run with /usr/bin/python3.
+
+usage: read_with_h5py.py CHECKPOINT ORIGINAL.pt FORMAT.md
+"""
+import inspect
+import struct
+import sys
+
+import h5py
+import numpy as np
+import torch
+
+
+def read_checkpoint(group):
+    """The nested state dict under an h5dcp group: dicts, lists, torch tensors, Python values."""
+    out = {}
+    for obj in group.values():
+        key = obj.attrs["h5dcp.key"]  # the dict key or list position, unescaped
+        if isinstance(obj, h5py.Group):
+            child = read_checkpoint(obj)
+            if obj.attrs["h5dcp.container"] == "list":
+                child = [child[str(i)] for i in range(len(child))]
+            out[key] = child
+            continue
+        kind = obj.attrs["h5dcp.kind"]
+        if kind == "tensor":
+            dtype = obj.attrs["h5dcp.dtype"]  # "float32", "bfloat16", "bool", ...
+            if dtype == "bfloat16":
+                # h5py would convert to float32 (exact values, not NaN payloads):
+                # read the raw 2-byte values instead and view them as bfloat16.
+                raw = np.empty(obj.shape, np.int16)
+                if raw.size:
+                    obj.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw, obj.id.get_type())
+                out[key] = torch.from_numpy(raw).view(torch.bfloat16)
+            else:
+                out[key] = torch.from_numpy(np.asarray(obj[()])).to(getattr(torch, dtype))
+        elif kind == "none":
+            out[key] = None
+        elif kind == "str":
+            out[key] = obj[()].decode()
+        elif kind in ("bytes", "pickle"):
+            out[key] = obj[()].tobytes()
+        else:  # int, float, bool: numpy scalars
+            out[key] = obj[()].item()
+    return out
+
+
+def mapped(value):
+    """A torch.load result as h5dcp stores it: tuples as lists, int keys as text."""
+    if isinstance(value, dict):
+        return {(k if isinstance(k, str) else str(k)): mapped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mapped(v) for v in value]
+    return value
+
+
+def same(a, b, path, failures):
+    if isinstance(a, dict):
+        if not isinstance(b, dict) or set(a) != set(b):
+            failures.append("%s: keys differ" % path)
+            return
+        for k in a:
+            same(a[k], b[k], path + "/" + k, failures)
+    elif isinstance(a, list):
+        if not isinstance(b, list) or len(a) != len(b):
+            failures.append("%s: lists differ" % path)
+            return
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, "%s/%d" % (path, i), failures)
+    elif isinstance(a, torch.Tensor):
+        ok = isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+        if ok and a.numel() > 0:
+            bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+            ok = torch.equal(a.contiguous().reshape(-1).view(bits), b.contiguous().reshape(-1).view(bits))
+        if not ok:
+            failures.append("%s: tensor %s %s read as %s" % (path, a.dtype, tuple(a.shape), getattr(b, "dtype", b)))
+    elif type(a) is not type(b) or (struct.pack("<d", a) != struct.pack("<d", b) if isinstance(a, float) else a != b):
+        failures.append("%s: %r read as %r" % (path, a, b))
+
+
+def main(checkpoint, original, format_md):
+    failures = []
+    with open(format_md) as f:
+        if inspect.getsource(read_checkpoint) not in f.read():
+            failures.append("docs/FORMAT.md's worked example is not read_checkpoint of this script")
+    with h5py.File(checkpoint, "r") as f:
+        if list(f.attrs["h5dcp.format_version"]) != [1, 0]:
+            failures.append("format version %s" % list(f.attrs["h5dcp.format_version"]))
+        state = read_checkpoint(f)
+    same(mapped(torch.load(original)), state, "", failures)
+    tensors = []
+
+    def count(v):
+        if isinstance(v, dict):
+            [count(x) for x in v.values()]
+        elif isinstance(v, list):
+            [count(x) for x in v]
+        elif isinstance(v, torch.Tensor):
+            tensors.append(v.dtype)
+
+    count(state)
+    if torch.bfloat16 not in tensors:
+        failures.append("no bfloat16 tensor was read")
+    for failure in failures:
+        print("FAIL:", failure)
+    print("%s: %d tensors read with h5py, %s" % (checkpoint, len(tensors),
+                                                  "equal to " + original if not failures else "%d failures" % len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        print(__doc__)
+        sys.exit(2)
+    sys.exit(main(*sys.argv[1:]))

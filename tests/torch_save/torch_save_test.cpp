@@ -1,0 +1,364 @@
+// torch.save interop in one process, without MPI_Init: h5dcp's pickle reader
+// and writer, read_torch_save / write_torch_save on files written by real
+// PyTorch (tests/interop/torch_save_cases.py, directory in
+// H5DCP_TORCH_SAVE_FIXTURES), file kinds, and the checkpoint side:
+// checkpoint_to_torch_save, CheckpointReader, verify_checkpoint.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "h5dcp/checkpoint.hpp"
+#include "h5dcp/checkpoint_reader.hpp"
+#include "h5dcp/error.hpp"
+#include "h5dcp/file_kind.hpp"
+#include "h5dcp/torch_save.hpp"
+#include "h5dcp/verify.hpp"
+#include "test_support.hpp"
+#include "torch/pickle_reader.hpp"
+#include "torch/pickle_writer.hpp"
+#include "torch/torch_save_index.hpp"
+
+namespace h5dcp {
+namespace {
+
+namespace pickle = detail::pickle;
+using test::bitwise_equal;
+using test::reference_tensor;
+
+std::string fixture(const std::string& name) {
+  const char* dir = std::getenv("H5DCP_TORCH_SAVE_FIXTURES");
+  if (dir == nullptr) {
+    ADD_FAILURE() << "H5DCP_TORCH_SAVE_FIXTURES is not set (CTest sets it; the fixture test writes the files)";
+    return "/nonexistent/" + name;
+  }
+  return std::string(dir) + "/" + name;
+}
+
+const at::Tensor& tensor_at(const StateDict& sd, const std::string& fqn) {
+  return std::get<at::Tensor>(value_at(sd, fqn));
+}
+
+std::string bytes(std::initializer_list<int> values) {
+  std::string out;
+  for (const int v : values) out.push_back(static_cast<char>(v));
+  return out;
+}
+
+template <typename E, typename F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no exception";
+  return {};
+}
+
+// --- the pickle reader and writer on their own --------------------------------
+
+TEST(Pickle, SingleEntryDictWithSetItemAtEveryDepth) {
+  // {'a': {'b': {'c': 1}}} as Python pickles it: SETITEM (0x73), which LibTorch
+  // 1.13's unpickler rejects with "Unknown opcode for unpickling at 0x73".
+  const auto data =
+      bytes({0x80, 0x02, '}', 'q', 0,   'X', 1,   0, 0, 0, 'a', 'q', 1,   '}', 'q', 2, 'X', 1,   0,   0,  0,
+             'b',  'q',  3,   '}', 'q', 4,   'X', 1, 0, 0, 0,   'c', 'q', 5,   'K', 1, 's', 's', 's', '.'});
+  const auto root = pickle::unpickle(data, "test");
+  ASSERT_EQ(root->kind, pickle::Kind::Dict);
+  const auto index = detail::index_torch_save(*root, "test");
+  ASSERT_EQ(index.values.count("a/b/c"), 1u);
+  EXPECT_EQ(index.values.at("a/b/c").encoding, "int");
+  EXPECT_EQ(index.containers.size(), 2u);
+}
+
+TEST(Pickle, WriterOutputReadsBackExactly) {
+  auto dict = pickle::Object::of(pickle::Kind::Dict);
+  const std::int64_t ints[] = {0,
+                               1,
+                               255,
+                               256,
+                               65535,
+                               65536,
+                               -1,
+                               -129,
+                               std::numeric_limits<std::int32_t>::min(),
+                               std::int64_t{std::numeric_limits<std::int32_t>::min()} - 1,
+                               std::numeric_limits<std::int32_t>::max(),
+                               std::int64_t{std::numeric_limits<std::int32_t>::max()} + 1,
+                               std::numeric_limits<std::int64_t>::min(),
+                               std::numeric_limits<std::int64_t>::max()};
+  auto list = pickle::Object::of(pickle::Kind::List);
+  for (const auto v : ints) list->items.push_back(pickle::Object::int_of(v));
+  dict->entries.emplace_back(pickle::Object::str_of("ints"), list);
+  dict->entries.emplace_back(pickle::Object::str_of("f"), pickle::Object::float_of(-0.0));
+  dict->entries.emplace_back(pickle::Object::str_of("s"), pickle::Object::str_of("h\xc3\xa9llo"));
+  dict->entries.emplace_back(pickle::Object::str_of("b"), pickle::Object::bytes_of(std::string("\x00\x7f\x80\xff", 4)));
+  dict->entries.emplace_back(pickle::Object::str_of("e"), pickle::Object::bytes_of(""));
+  dict->entries.emplace_back(pickle::Object::str_of("n"), pickle::Object::none());
+  const auto back = pickle::unpickle(pickle::pickle(*dict), "test");
+  ASSERT_EQ(back->entries.size(), 6u);
+  const auto& got = back->entries[0].second->items;
+  ASSERT_EQ(got.size(), std::size(ints));
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i]->integer, ints[i]) << i;
+  EXPECT_TRUE(std::signbit(back->entries[1].second->real));
+  EXPECT_EQ(back->entries[2].second->text, "h\xc3\xa9llo");
+  EXPECT_EQ(back->entries[3].second->kind, pickle::Kind::Bytes);
+  EXPECT_EQ(back->entries[3].second->text, std::string("\x00\x7f\x80\xff", 4));
+  EXPECT_EQ(back->entries[4].second->text, "");
+  EXPECT_EQ(back->entries[5].second->kind, pickle::Kind::None);
+}
+
+TEST(Pickle, DamageAndUnsupportedObjectsAreFormatErrors) {
+  const auto truncated = bytes({0x80, 0x02, '}', 'q', 0, 'X', 5, 0, 0});
+  EXPECT_NE(message_of<FormatError>([&] { pickle::unpickle(truncated, "t"); }).find("truncated"), std::string::npos);
+  // A LONG1 of 9 bytes (2**64) that does not fit in 64 bits.
+  const auto huge = bytes({0x80, 0x02, 0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1, '.'});
+  EXPECT_NE(message_of<FormatError>([&] { pickle::unpickle(huge, "t"); }).find("64 bits"), std::string::npos);
+  // builtins.set([]) is not part of a state dict.
+  const std::string set = bytes({0x80, 0x02}) + "c__builtin__\nset\n]" + bytes({0x85}) + "R.";
+  EXPECT_NE(message_of<FormatError>([&] { pickle::unpickle(set, "t"); }).find("__builtin__.set"), std::string::npos);
+  // {'l': l} where l = [l]: a list that contains itself, through the memo.
+  const auto self = pickle::unpickle(
+      bytes({0x80, 0x02, '}', 'q', 0, 'X', 1, 0, 0, 0, 'l', 'q', 1, ']', 'q', 2, 'h', 2, 'a', 's', '.'}), "t");
+  EXPECT_NE(message_of<FormatError>([&] { detail::index_torch_save(*self, "t"); }).find("contains itself"),
+            std::string::npos);
+}
+
+// --- files written by PyTorch ---------------------------------------------------
+
+TEST(ReadTorchSave, EveryDtypeBitForBit) {
+  const auto sd = read_torch_save(fixture("matrix.pt"));
+  const std::pair<const char*, at::ScalarType> dtypes[] = {
+      {"float64", at::kDouble}, {"float32", at::kFloat}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
+      {"int64", at::kLong},     {"int32", at::kInt},     {"int16", at::kShort},  {"int8", at::kChar},
+      {"uint8", at::kByte},     {"bool", at::kBool}};
+  for (const auto& [name, dtype] : dtypes)
+    EXPECT_TRUE(bitwise_equal(tensor_at(sd, std::string("dtypes/") + name), reference_tensor({3, 5}, dtype))) << name;
+}
+
+TEST(ReadTorchSave, SingleEntryDictsAtAnyDepth) {
+  const auto sd = read_torch_save(fixture("matrix.pt"));
+  EXPECT_TRUE(bitwise_equal(tensor_at(sd, "nested/a/b/c"), reference_tensor({2}, at::kBFloat16)));
+  EXPECT_EQ(std::get<std::int64_t>(value_at(sd, "one/only")), 1);
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(value_at(sd, "lists/1/1/1/x")));
+}
+
+TEST(ReadTorchSave, ViewsKeepTheirStorageOffsetsAndStrides) {
+  const auto sd = read_torch_save(fixture("matrix.pt"));
+  const auto& base = tensor_at(sd, "views/base");
+  const auto& transposed = tensor_at(sd, "views/transposed");
+  EXPECT_TRUE(bitwise_equal(base, reference_tensor({6, 8}, at::kFloat)));
+  EXPECT_TRUE(bitwise_equal(transposed, base.t()));
+  EXPECT_EQ(transposed.strides(), (at::IntArrayRef{1, 8}));
+  EXPECT_TRUE(transposed.is_alias_of(base));
+  EXPECT_TRUE(bitwise_equal(tensor_at(sd, "views/strided"), base.slice(0, 0, 6, 2).slice(1, 1, 8, 3)));
+  EXPECT_TRUE(tensor_at(sd, "views/strided").is_alias_of(base));
+  EXPECT_EQ(tensor_at(sd, "views/narrow").storage_offset(), 16);
+  EXPECT_EQ(tensor_at(sd, "views/expanded").strides(), (at::IntArrayRef{0, 1}));
+  EXPECT_EQ(tensor_at(sd, "views/scalar").dim(), 0);
+  EXPECT_EQ(tensor_at(sd, "views/scalar").item<double>(), 3.5);
+  EXPECT_EQ(tensor_at(sd, "views/empty").sizes(), (at::IntArrayRef{0, 4}));
+  const auto& whole = tensor_at(sd, "shared/whole");
+  EXPECT_TRUE(tensor_at(sd, "shared/tail").is_alias_of(whole));
+  EXPECT_EQ(tensor_at(sd, "shared/tail").storage_offset(), 5);
+  EXPECT_TRUE(tensor_at(sd, "shared/again").is_alias_of(whole));
+}
+
+TEST(ReadTorchSave, ValuesAndTheDocumentedMapping) {
+  const auto sd = read_torch_save(fixture("matrix.pt"));
+  EXPECT_EQ(std::get<std::int64_t>(value_at(sd, "values/big")), std::int64_t{1} << 62);
+  EXPECT_EQ(std::get<std::int64_t>(value_at(sd, "values/neg")), -3);
+  EXPECT_EQ(std::get<double>(value_at(sd, "values/float")), 0.1);
+  EXPECT_TRUE(std::isnan(std::get<double>(value_at(sd, "values/nan"))));
+  EXPECT_EQ(std::get<std::string>(value_at(sd, "values/str")), "h\xc3\xa9llo \xe2\x9c\x93");
+  EXPECT_EQ(std::get<bool>(value_at(sd, "values/true")), true);
+  EXPECT_EQ(std::get<ByteString>(value_at(sd, "values/bytes")).data, std::string("\x00\x01\x7f\x80\xff", 5));
+  EXPECT_EQ(std::get<ByteString>(value_at(sd, "values/empty_bytes")).data, "");
+  EXPECT_TRUE(std::get<StateDict>(value_at(sd, "empty_dict")).empty());
+  EXPECT_TRUE(std::get<StateList>(value_at(sd, "empty_list")).empty());
+  // Tuples become lists; an optimizer's int keys become text.
+  EXPECT_EQ(std::get<std::string>(value_at(sd, "lists/2/1")), "tuple");
+  EXPECT_TRUE(std::get<StateDict>(value_at(sd, "optim/state")).count("0") == 1);
+  // An OrderedDict (module state dict) is a dict; its _metadata is dropped.
+  const auto& module = std::get<StateDict>(value_at(sd, "module"));
+  EXPECT_EQ(module.count("0.weight"), 1u);
+  EXPECT_EQ(module.count("_metadata"), 0u);
+  EXPECT_EQ(std::get<std::string>(value_at(sd, fqn_of({"key with/slash", ""}))), "empty key");
+}
+
+TEST(ReadTorchSave, Protocol4IsReadTheSame) {
+  const auto a = flatten_state_dict(read_torch_save(fixture("matrix.pt")));
+  const auto b = flatten_state_dict(read_torch_save(fixture("proto4.pt")));
+  ASSERT_EQ(a.leaves.size(), b.leaves.size());
+  EXPECT_EQ(a.containers, b.containers);
+  for (const auto& [fqn, value] : a.leaves) {
+    ASSERT_EQ(b.leaves.count(fqn), 1u) << fqn;
+    if (const auto* t = std::get_if<at::Tensor>(&value)) {
+      EXPECT_TRUE(bitwise_equal(*t, std::get<at::Tensor>(b.leaves.at(fqn)))) << fqn;
+    }
+  }
+}
+
+TEST(ReadTorchSave, CompressedRecordsAreReadButNotInPlace) {
+  const auto a = flatten_state_dict(read_torch_save(fixture("matrix.pt")));
+  const auto b = flatten_state_dict(read_torch_save(fixture("deflated.pt")));
+  ASSERT_EQ(a.leaves.size(), b.leaves.size());
+  for (const auto& [fqn, value] : a.leaves) {
+    if (const auto* t = std::get_if<at::Tensor>(&value)) {
+      EXPECT_TRUE(bitwise_equal(*t, std::get<at::Tensor>(b.leaves.at(fqn)))) << fqn;
+    }
+  }
+  // torch_save_to_checkpoint reads records in place, so it refuses them clearly.
+  test::TempDir dir;
+  try {
+    torch_save_to_checkpoint(fixture("deflated.pt"), dir.file("d.h5"));
+    ADD_FAILURE() << "no error";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("is compressed"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(ReadTorchSave, ClearErrorsForWhatItDoesNotRead) {
+  const auto legacy = message_of<FormatError>([] { read_torch_save(fixture("legacy.pt")); });
+  EXPECT_NE(legacy.find("legacy format"), std::string::npos) << legacy;
+  EXPECT_NE(legacy.find("torch.save(torch.load("), std::string::npos) << legacy;
+  EXPECT_NE(message_of<FormatError>([] { read_torch_save(fixture("tensor.pt")); }).find("not a dict"),
+            std::string::npos);
+  EXPECT_NE(message_of<FormatError>([] { read_torch_save(fixture("set.pt")); }).find("set"), std::string::npos);
+  EXPECT_NE(message_of<FormatError>([] { read_torch_save(fixture("complex.pt")); }).find("ComplexFloatStorage"),
+            std::string::npos);
+  EXPECT_NE(message_of<FormatError>([] { read_torch_save(fixture("plain.h5")); }).find("HDF5"), std::string::npos);
+  EXPECT_NE(message_of<IoError>([] { read_torch_save(fixture("missing.pt")); }).find("No such file"),
+            std::string::npos);
+}
+
+TEST(FileKind, FromContent) {
+  test::TempDir dir;
+  save(StateDict{{"x", at::ones({2})}}, dir.file("c.h5"));
+  EXPECT_EQ(detect_file_kind(fixture("matrix.pt")), FileKind::TorchSave);
+  EXPECT_EQ(detect_file_kind(fixture("legacy.pt")), FileKind::LegacyTorchSave);
+  EXPECT_EQ(detect_file_kind(dir.file("c.h5")), FileKind::H5dcpCheckpoint);
+  EXPECT_EQ(detect_file_kind(fixture("plain.h5")), FileKind::Hdf5);
+  EXPECT_EQ(detect_file_kind(fixture("text.txt")), FileKind::Other);
+  EXPECT_THROW(detect_file_kind(dir.file("missing")), IoError);
+  EXPECT_THROW(detect_file_kind(dir.path()), IoError);
+}
+
+// Written for the Python check that follows (torch_save.write.check): same
+// values, and the same storage sharing, as the original.
+TEST(WriteTorchSave, KeepsValuesAndSharing) {
+  const auto out = std::getenv("H5DCP_TORCH_SAVE_OUT");
+  ASSERT_NE(out, nullptr);
+  const auto sd = read_torch_save(fixture("matrix.pt"));
+  write_torch_save(sd, std::string(out) + "/written.pt");
+  const auto back = read_torch_save(std::string(out) + "/written.pt");
+  EXPECT_TRUE(tensor_at(back, "shared/tail").is_alias_of(tensor_at(back, "shared/whole")));
+  EXPECT_TRUE(bitwise_equal(tensor_at(back, "views/transposed"), tensor_at(sd, "views/transposed")));
+}
+
+TEST(WriteTorchSave, RefusesWhatATorchSaveFileCannotHold) {
+  test::TempDir dir;
+  const StateDict sharded{{"s", ShardedTensor({4}, {Shard{at::ones({2}), {0}}})}};
+  EXPECT_NE(message_of<UsageError>([&] { write_torch_save(sharded, dir.file("a.pt")); }).find("'s' is a ShardedTensor"),
+            std::string::npos);
+  const StateDict complex{{"c", at::ones({2}, at::kComplexFloat)}};
+  EXPECT_THROW(write_torch_save(complex, dir.file("b.pt")), UsageError);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{});  // nothing left behind
+}
+
+TEST(WriteTorchSave, DifferentDtypesOverOneStorageGetTheirOwn) {
+  test::TempDir dir;
+  const auto bytes = at::arange(8, at::kByte);
+  const StateDict sd{{"a", bytes}, {"b", bytes.view(at::kShort)}, {"c", bytes.narrow(0, 2, 4)}};
+  write_torch_save(sd, dir.file("v.pt"));
+  const auto back = read_torch_save(dir.file("v.pt"));
+  EXPECT_TRUE(bitwise_equal(tensor_at(back, "b"), bytes.view(at::kShort)));
+  EXPECT_TRUE(tensor_at(back, "c").is_alias_of(tensor_at(back, "a")));
+  EXPECT_FALSE(tensor_at(back, "b").is_alias_of(tensor_at(back, "a")));
+}
+
+// --- the checkpoint side -----------------------------------------------------
+
+TEST(CheckpointToTorchSave, StreamsEveryTensorAndValue) {
+  test::TempDir dir;
+  const auto sd = read_torch_save(fixture("matrix.pt"));
+  save(sd, dir.file("m.h5"));
+  std::vector<std::string> seen;
+  CheckpointToTorchSaveOptions options;
+  options.progress = [&](const Progress& p) {
+    seen.push_back(p.current);
+    EXPECT_EQ(p.items_done, static_cast<std::int64_t>(seen.size()));
+    EXPECT_LE(p.bytes_done, p.bytes_total);
+  };
+  checkpoint_to_torch_save(dir.file("m.h5"), dir.file("m.pt"), options);
+  const auto flat = flatten_state_dict(sd);
+  const auto back = flatten_state_dict(read_torch_save(dir.file("m.pt")));
+  EXPECT_EQ(back.containers, flat.containers);
+  std::size_t tensors = 0;
+  for (const auto& [fqn, value] : flat.leaves) {
+    ASSERT_EQ(back.leaves.count(fqn), 1u) << fqn;
+    if (const auto* t = std::get_if<at::Tensor>(&value)) {
+      ++tensors;
+      EXPECT_TRUE(bitwise_equal(*t, std::get<at::Tensor>(back.leaves.at(fqn)))) << fqn;
+    } else if (!std::holds_alternative<double>(value)) {
+      EXPECT_EQ(value.index(), back.leaves.at(fqn).index()) << fqn;
+    }
+  }
+  EXPECT_EQ(seen.size(), tensors);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"m.h5", "m.pt"}));  // no temporary file left
+}
+
+TEST(CheckpointReader, ReadsBlocksValuesAndMetadata) {
+  test::TempDir dir;
+  const auto w = reference_tensor({6, 4}, at::kBFloat16);
+  save(StateDict{{"w", w}, {"n", std::string("adam")}}, dir.file("r.h5"));
+  CheckpointReader reader(dir.file("r.h5"));
+  EXPECT_EQ(reader.metadata().world_size, 1);
+  EXPECT_TRUE(bitwise_equal(reader.read_tensor("w"), w));
+  EXPECT_TRUE(bitwise_equal(reader.read_block("w", {{2, 1}, {3, 2}}), w.narrow(0, 2, 3).narrow(1, 1, 2).contiguous()));
+  EXPECT_EQ(std::get<std::string>(reader.value("n")), "adam");
+  EXPECT_THROW(reader.read_block("w", {{5, 0}, {2, 4}}), UsageError);
+  EXPECT_THROW(reader.value("w"), UsageError);
+  reader.close();
+  EXPECT_THROW(CheckpointReader(dir.file("none.h5")), FormatError);
+}
+
+TEST(Verify, AGoodCheckpointPassesEveryCheck) {
+  test::TempDir dir;
+  save(read_torch_save(fixture("matrix.pt")), dir.file("g.h5"));
+  const auto report = verify_checkpoint(dir.file("g.h5"));
+  EXPECT_TRUE(report.ok());
+  EXPECT_EQ(report.checks,
+            (std::vector<std::string>{"metadata", "structure", "tiling", "data", "checksums", "values"}));
+  EXPECT_GT(report.tensors, 20);
+  EXPECT_GT(report.bytes_read, 0);
+  EXPECT_THROW(verify_checkpoint(dir.file("missing.h5")), IoError);
+}
+
+TEST(Verify, TextThatIsNotUtf8IsReported) {
+  test::TempDir dir;
+  save(StateDict{{"ok", std::string("h\xc3\xa9")}, {"bad", std::string("\xff\xfe")}}, dir.file("u.h5"));
+  const auto report = verify_checkpoint(dir.file("u.h5"));
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_EQ(report.problems[0].check, "values");
+  EXPECT_EQ(report.problems[0].where, "bad");
+  EXPECT_EQ(report.values, 2);
+}
+
+TEST(Verify, ATruncatedFileIsAProblemNotAnException) {
+  test::TempDir dir;
+  save(StateDict{{"w", reference_tensor({64, 64}, at::kFloat)}}, dir.file("t.h5"));
+  std::filesystem::resize_file(dir.file("t.h5"), std::filesystem::file_size(dir.file("t.h5")) / 2);
+  const auto report = verify_checkpoint(dir.file("t.h5"));
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_EQ(report.problems[0].check, "metadata");
+}
+
+}  // namespace
+}  // namespace h5dcp
