@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${H5DCP_BUILD_DIR:-build}
+# ccache hits across checkouts (CI builds a fresh clone each time): paths are
+# taken relative to the repository, and the directory is not hashed.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 generator=()
 if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null

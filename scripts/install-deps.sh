@@ -11,6 +11,7 @@ packages=(
   libtorch-dev libxxhash-dev
   libcli11-dev nlohmann-json3-dev
   python3-torch python3-h5py-mpi python3-numpy
+  slurm-wlm munge   # the train job's preemption test runs a one-node Slurm
 )
 
 missing=()

@@ -1,0 +1,174 @@
+#pragma once
+// CheckpointManager: a directory of step checkpoints, the way a training job
+// keeps them.
+//
+//   DIR/step-00000100.h5   one h5dcp checkpoint per saved step (path_for)
+//   DIR/latest             "step-00000100.h5\n": the newest checkpoint this
+//                          job published (written atomically: temporary
+//                          file, fsync, rename, fsync of DIR)
+//
+// - Saving a step writes DIR/step-<step>.h5 with h5dcp::save or an async
+//   save (same atomic publishing: the file appears complete or not at all).
+//   Only after the checkpoint is published does the coordinator point
+//   `latest` at it and apply the retention policy.
+// - Retention: keep the newest `keep_last` checkpoints (0: keep all) plus,
+//   forever, every step that is a multiple of `keep_every` (0: none). The
+//   checkpoint just saved is never removed, even when older steps than
+//   existing ones are saved (after resuming from an older checkpoint).
+// - Finding the checkpoint to resume from (latest(), load()): the highest
+//   step whose file exists and whose metadata reads back as an h5dcp
+//   checkpoint. `latest` is only a hint for people and tools: a job killed
+//   between publishing and updating it leaves it stale, and a file may be
+//   damaged or removed by hand; a newer complete checkpoint always wins, and
+//   a damaged one is skipped with a warning (on the coordinator's stderr,
+//   and in last_scan()).
+// - Orphans: a save killed mid-way (kill -9, node loss) leaves its temporary
+//   ".<name>.h5dcp-partial.<random>" file behind. Making a manager removes
+//   every such file in DIR, and leftover temporary `latest` files: nothing of
+//   this job is saving yet. The directory therefore belongs to one job at a
+//   time: two jobs saving into the same DIR concurrently are not supported.
+//
+// Collective operations (every rank of the communicator calls them, in the
+// same order, with the same arguments): the constructor, save, async_save,
+// wait, latest, load, steps, and the destructor. poll() is not collective.
+// A failure is the same h5dcp::CheckpointError on every rank, as with save
+// and load. Without MPI initialized the manager runs as a single process.
+//
+//   h5dcp::CheckpointManager manager("/scratch/run", {/*keep_last=*/3, /*keep_every=*/1000});
+//   if (auto resumed = manager.load(state)) first_step = resumed->step + 1;
+//   ...
+//   manager.async_save(step, state);   // returns once staged
+//   manager.poll();                    // each step: publishes `latest` when the save is done
+//   ...
+//   manager.wait();                    // before exiting: the last save is complete
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "h5dcp/async_save.hpp"
+#include "h5dcp/options.hpp"
+#include "h5dcp/state_dict.hpp"
+
+namespace h5dcp {
+
+/// Which checkpoints a manager keeps after each save.
+struct Retention {
+  int keep_last = 0;            ///< keep the newest N checkpoints; 0 keeps them all
+  std::int64_t keep_every = 0;  ///< also keep every step that is a multiple of K, forever; 0: none
+};
+
+struct ManagerOptions {
+  int coordinator = 0;  ///< rank that lists the directory, writes `latest` and removes old checkpoints
+  AsyncOptions async;   ///< the staging memory of the manager's async saves (allocated on the first one)
+};
+
+/// A checkpoint of the directory.
+struct CheckpointInfo {
+  std::int64_t step = 0;
+  std::string path;  ///< DIR/step-<step>.h5
+};
+
+/// A checkpoint file that latest() passed over.
+struct SkippedCheckpoint {
+  std::int64_t step = 0;
+  std::string path;
+  std::string reason;  ///< why its metadata could not be read
+};
+
+/// What the last latest() (or load()) saw.
+struct CheckpointScan {
+  std::optional<std::string> pointer;  ///< the file name `latest` held, if it exists
+  bool pointer_current = false;        ///< `latest` named the checkpoint chosen
+  std::vector<SkippedCheckpoint> skipped;  ///< newer files that are not readable checkpoints
+};
+
+class CheckpointManager {
+ public:
+  /// Collective over `comm` (duplicates it). Creates `directory` (and its
+  /// parents) when missing and removes orphaned partial files of crashed
+  /// saves and temporary `latest` files (names in removed_orphans()).
+  /// Throws CheckpointError on every rank when the directory cannot be made
+  /// or cleaned; UsageError when ranks pass different directories.
+  explicit CheckpointManager(std::string directory, Retention retention = {}, MPI_Comm comm = MPI_COMM_WORLD,
+                             ManagerOptions options = {});
+  /// Waits for the save in flight and publishes it (errors are printed, not
+  /// thrown). Every rank must destroy its manager, before MPI_Finalize.
+  ~CheckpointManager();
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
+
+  const std::string& directory() const noexcept { return directory_; }
+  const Retention& retention() const noexcept { return retention_; }
+  /// DIR/step-<step, 8 digits or more>.h5. Not collective.
+  std::string path_for(std::int64_t step) const;
+  /// The orphaned files the constructor removed (full paths, every rank).
+  const std::vector<std::string>& removed_orphans() const noexcept { return removed_orphans_; }
+
+  /// Saves `state` as step `step`, synchronously (h5dcp::save), after
+  /// waiting for any async save in flight; then updates `latest` and
+  /// applies the retention policy. Collective. Throws CheckpointError (every
+  /// rank) when the save, or publishing `latest`, fails; the previous
+  /// checkpoints are then untouched. `step` must be >= 0 (UsageError).
+  SaveResult save(std::int64_t step, const StateDict& state, const SaveOptions& options = {});
+
+  /// Starts an async save of `state` as step `step` (AsyncSaver: returns
+  /// once this rank's tensors are staged; they may change afterwards). A
+  /// save still in flight is first waited for and published, and its
+  /// failure thrown here. `latest` and retention are updated when the save
+  /// is done: by poll(), wait(), the next save or the destructor.
+  /// Collective. Needs MPI_THREAD_MULTIPLE (UsageError otherwise). The
+  /// returned future holds this save's result or CheckpointError.
+  std::shared_future<SaveResult> async_save(std::int64_t step, const StateDict& state, const SaveOptions& options = {});
+
+  /// When the async save in flight has finished: the coordinator points
+  /// `latest` at it and applies retention. Never blocks on the save and
+  /// never throws (failures are thrown by the next wait(), save or
+  /// async_save, on every rank). Returns true when no save is in flight.
+  /// Not collective: call it as often as you like (e.g. every step).
+  bool poll();
+
+  /// Waits for the async save in flight, if any, publishes it, and returns
+  /// its result (std::nullopt when none was in flight). Collective. Throws
+  /// the save's CheckpointError, or a CheckpointError when publishing
+  /// `latest` failed, on every rank.
+  std::optional<SaveResult> wait();
+
+  /// The step of the save in flight, if any. Not collective.
+  std::optional<std::int64_t> in_flight() const;
+
+  /// The newest complete checkpoint: the highest step whose file exists and
+  /// whose metadata reads back (h5dcp::read_metadata), however stale
+  /// `latest` is; std::nullopt when there is none. Files that do not read
+  /// back are skipped with a warning (last_scan()). Waits for a save in
+  /// flight first. Collective.
+  std::optional<CheckpointInfo> latest();
+
+  /// Loads the newest complete checkpoint (latest()) into `state`, in place
+  /// (h5dcp::load: any rank count, any sharding). Returns it, or
+  /// std::nullopt (and leaves `state` untouched) when the directory holds
+  /// none. Collective. Throws CheckpointError like h5dcp::load.
+  std::optional<CheckpointInfo> load(StateDict& state, const LoadOptions& options = {});
+
+  /// What the last latest() or load() saw (same on every rank).
+  const CheckpointScan& last_scan() const noexcept { return scan_; }
+
+  /// The steps of the checkpoint files in the directory, ascending (files
+  /// named like path_for(); not opened). Collective.
+  std::vector<std::int64_t> steps();
+
+ private:
+  struct Impl;
+  std::string directory_;
+  Retention retention_;
+  std::vector<std::string> removed_orphans_;
+  CheckpointScan scan_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace h5dcp

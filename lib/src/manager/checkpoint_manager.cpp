@@ -1,0 +1,354 @@
+// CheckpointManager: step checkpoints in a directory, an atomic `latest`
+// pointer, retention, resuming from the newest complete checkpoint, and
+// removal of orphaned partial files.
+//
+// Who does what: every rank takes part in the saves and loads (h5dcp::save,
+// the AsyncSaver, h5dcp::read_metadata, h5dcp::load); only the coordinator
+// touches the directory itself (listing, `latest`, retention, orphans) and
+// shares what it saw or what failed through the exception-robust steps of
+// detail::Comm, so a failure there is still the same CheckpointError on
+// every rank.
+
+#include "h5dcp/checkpoint_manager.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <chrono>
+#include <filesystem>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "comm/comm.hpp"
+#include "core/byte_codec.hpp"
+#include "core/durable_file.hpp"
+#include "h5dcp/checkpoint.hpp"
+#include "h5dcp/error.hpp"
+
+namespace h5dcp {
+namespace {
+
+constexpr std::string_view kPrefix = "step-";
+constexpr std::string_view kSuffix = ".h5";
+constexpr const char* kPointer = "latest";
+constexpr std::string_view kPointerTemp = ".latest.tmp.";
+constexpr std::string_view kPartialMarker = ".h5dcp-partial.";
+
+std::string file_name_for(std::int64_t step) {
+  char digits[32];
+  std::snprintf(digits, sizeof digits, "%08lld", static_cast<long long>(step));
+  return std::string(kPrefix) + digits + std::string(kSuffix);
+}
+
+// The step of a checkpoint file name, when it is exactly file_name_for(step).
+std::optional<std::int64_t> step_of(const std::string& name) {
+  if (name.size() <= kPrefix.size() + kSuffix.size() || name.compare(0, kPrefix.size(), kPrefix) != 0 ||
+      name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+    return std::nullopt;
+  const auto digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  const auto step = static_cast<std::int64_t>(std::stoll(digits));
+  if (file_name_for(step) != name) return std::nullopt;
+  return step;
+}
+
+[[noreturn]] void throw_errno(const std::string& what, int error) {
+  throw IoError("h5dcp: checkpoint manager: " + what + ": " + std::strerror(error));
+}
+
+std::vector<std::string> list_names(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) throw_errno("cannot list '" + dir + "'", errno);
+  std::vector<std::string> names;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  const int error = errno;
+  ::closedir(d);
+  if (error != 0) throw_errno("cannot list '" + dir + "'", error);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Steps of the checkpoint files, ascending.
+std::vector<std::int64_t> list_steps(const std::string& dir) {
+  std::vector<std::int64_t> steps;
+  for (const auto& name : list_names(dir))
+    if (const auto step = step_of(name)) steps.push_back(*step);
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+bool is_orphan(const std::string& name) {
+  if (name.empty() || name[0] != '.') return false;
+  return name.find(kPartialMarker) != std::string::npos || name.compare(0, kPointerTemp.size(), kPointerTemp) == 0;
+}
+
+std::optional<std::string> read_pointer(const std::string& dir) {
+  const auto path = dir + "/" + kPointer;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    if (errno == ENOENT) return std::nullopt;
+    throw_errno("cannot read '" + path + "'", errno);
+  }
+  char buffer[512];
+  const auto n = std::fread(buffer, 1, sizeof buffer, f);
+  std::fclose(f);
+  std::string text(buffer, n);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+// `latest` := name, atomically and durably: a temporary file written and
+// fsync'd, renamed over `latest`, and the directory fsync'd.
+void write_pointer(const std::string& dir, const std::string& name) {
+  const auto temp = dir + "/" + std::string(kPointerTemp) + std::to_string(::getpid());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno("cannot create '" + temp + "'", errno);
+  const std::string text = name + "\n";
+  const auto written = ::write(fd, text.data(), text.size());
+  const int write_error = errno;
+  const int sync = written == static_cast<ssize_t>(text.size()) ? ::fsync(fd) : -1;
+  const int sync_error = errno;
+  ::close(fd);
+  if (written != static_cast<ssize_t>(text.size()) || sync != 0) {
+    detail::remove_quietly(temp);
+    throw_errno("cannot write '" + temp + "'", written != static_cast<ssize_t>(text.size()) ? write_error : sync_error);
+  }
+  try {
+    detail::publish_by_rename(temp, dir + "/" + kPointer);
+  } catch (...) {
+    detail::remove_quietly(temp);
+    throw;
+  }
+}
+
+// The steps that retention removes once `saved` is published.
+std::vector<std::int64_t> steps_to_remove(const std::vector<std::int64_t>& ascending, const Retention& r,
+                                          std::int64_t saved) {
+  std::vector<std::int64_t> remove;
+  const auto n = static_cast<std::int64_t>(ascending.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto step = ascending[static_cast<std::size_t>(i)];
+    const bool newest = r.keep_last <= 0 || i >= n - r.keep_last;
+    const bool milestone = r.keep_every > 0 && step % r.keep_every == 0;
+    if (!newest && !milestone && step != saved) remove.push_back(step);
+  }
+  return remove;
+}
+
+}  // namespace
+
+struct CheckpointManager::Impl {
+  MPI_Comm user_comm;
+  detail::Comm comm;
+  ManagerOptions options;
+  std::unique_ptr<AsyncSaver> saver;
+
+  struct InFlight {
+    std::int64_t step;
+    std::shared_future<SaveResult> future;
+  };
+  std::optional<InFlight> in_flight;
+  // The last async save, once finished, until wait() reports it.
+  std::optional<SaveResult> finished;
+  std::exception_ptr save_failure;    // the same on every rank
+  std::string publish_failure;        // the coordinator's only
+
+  Impl(MPI_Comm c, ManagerOptions o) : user_comm(c), comm(c, o.coordinator), options(std::move(o)) {}
+};
+
+CheckpointManager::CheckpointManager(std::string directory, Retention retention, MPI_Comm comm,
+                                     ManagerOptions options)
+    : directory_(std::move(directory)), retention_(retention) {
+  while (directory_.size() > 1 && directory_.back() == '/') directory_.pop_back();
+  impl_ = std::make_unique<Impl>(comm, std::move(options));
+  auto& c = impl_->comm;
+  c.require_same("checkpoint directories", directory_);
+  c.require_same("retention policies",
+                 std::to_string(retention_.keep_last) + "/" + std::to_string(retention_.keep_every));
+  if (directory_.empty()) throw UsageError("h5dcp: CheckpointManager needs a directory");
+  if (retention_.keep_last < 0 || retention_.keep_every < 0)
+    throw UsageError("h5dcp: Retention::keep_last and keep_every must be >= 0");
+  const auto removed = c.broadcast("checkpoint-manager:start", [&] {
+    std::error_code error;
+    std::filesystem::create_directories(directory_, error);
+    if (error) throw IoError("h5dcp: checkpoint manager: cannot create '" + directory_ + "': " + error.message());
+    detail::ByteWriter out;
+    std::vector<std::string> orphans;
+    for (const auto& name : list_names(directory_))
+      if (is_orphan(name)) orphans.push_back(directory_ + "/" + name);
+    out.put<std::uint64_t>(orphans.size());
+    for (const auto& path : orphans) {
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno("cannot remove '" + path + "'", errno);
+      out.put_string(path);
+    }
+    return out.take();
+  });
+  detail::ByteReader in(removed);
+  for (auto n = in.get<std::uint64_t>(); n > 0; --n) removed_orphans_.push_back(in.get_string());
+}
+
+CheckpointManager::~CheckpointManager() {
+  auto& impl = *impl_;
+  if (impl.in_flight) {
+    impl.in_flight->future.wait();
+    poll();
+  }
+  if (impl.comm.is_coordinator()) {
+    if (impl.save_failure) {
+      try {
+        std::rethrow_exception(impl.save_failure);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "h5dcp: checkpoint manager: the last async save failed: %s\n", e.what());
+      }
+    }
+    if (!impl.publish_failure.empty())
+      std::fprintf(stderr, "h5dcp: checkpoint manager: %s\n", impl.publish_failure.c_str());
+  }
+  impl.saver.reset();  // waits for nothing: no save is in flight any more
+}
+
+std::string CheckpointManager::path_for(std::int64_t step) const { return directory_ + "/" + file_name_for(step); }
+
+std::optional<std::int64_t> CheckpointManager::in_flight() const {
+  if (!impl_->in_flight) return std::nullopt;
+  return impl_->in_flight->step;
+}
+
+bool CheckpointManager::poll() {
+  auto& impl = *impl_;
+  if (!impl.in_flight) return true;
+  if (impl.in_flight->future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+  const auto step = impl.in_flight->step;
+  try {
+    impl.finished = impl.in_flight->future.get();
+  } catch (...) {
+    impl.save_failure = std::current_exception();
+  }
+  impl.in_flight.reset();
+  if (!impl.save_failure && impl.comm.is_coordinator()) {
+    // Published (the future is ready only after the rename): point at it.
+    try {
+      write_pointer(directory_, file_name_for(step));
+      for (const auto old : steps_to_remove(list_steps(directory_), retention_, step))
+        if (::unlink(path_for(old).c_str()) != 0 && errno != ENOENT)
+          throw_errno("cannot remove the old checkpoint '" + path_for(old) + "'", errno);
+    } catch (const std::exception& e) {
+      impl.publish_failure = e.what();
+    }
+  }
+  return true;
+}
+
+std::optional<SaveResult> CheckpointManager::wait() {
+  auto& impl = *impl_;
+  if (impl.in_flight) {
+    impl.in_flight->future.wait();
+    poll();
+  }
+  // The save's own failure is the same CheckpointError on every rank.
+  if (impl.save_failure) {
+    auto failure = std::exchange(impl.save_failure, nullptr);
+    impl.finished.reset();
+    std::rethrow_exception(failure);
+  }
+  // Publishing is the coordinator's: its failure becomes everyone's.
+  impl.comm.broadcast("checkpoint-manager:publish", [&] {
+    if (!impl.publish_failure.empty()) throw IoError(std::exchange(impl.publish_failure, std::string()));
+    return detail::Bytes();
+  });
+  return std::exchange(impl.finished, std::nullopt);
+}
+
+SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, const SaveOptions& options) {
+  auto& impl = *impl_;
+  if (step < 0) throw UsageError("h5dcp: checkpoint steps must be >= 0, not " + std::to_string(step));
+  wait();
+  auto o = options;
+  o.coordinator = impl.options.coordinator;
+  auto result = h5dcp::save(state, path_for(step), o, impl.user_comm);
+  impl.comm.broadcast("checkpoint-manager:publish", [&] {
+    write_pointer(directory_, file_name_for(step));
+    for (const auto old : steps_to_remove(list_steps(directory_), retention_, step))
+      if (::unlink(path_for(old).c_str()) != 0 && errno != ENOENT)
+        throw_errno("cannot remove the old checkpoint '" + path_for(old) + "'", errno);
+    return detail::Bytes();
+  });
+  return result;
+}
+
+std::shared_future<SaveResult> CheckpointManager::async_save(std::int64_t step, const StateDict& state,
+                                                             const SaveOptions& options) {
+  auto& impl = *impl_;
+  if (step < 0) throw UsageError("h5dcp: checkpoint steps must be >= 0, not " + std::to_string(step));
+  wait();
+  if (!impl.saver) impl.saver = std::make_unique<AsyncSaver>(impl.user_comm, impl.options.async);
+  auto o = options;
+  o.coordinator = impl.options.coordinator;
+  auto future = impl.saver->save(state, path_for(step), o).share();
+  impl.in_flight = Impl::InFlight{step, future};
+  return future;
+}
+
+std::vector<std::int64_t> CheckpointManager::steps() {
+  const auto listing = impl_->comm.broadcast("checkpoint-manager:list", [&] {
+    detail::ByteWriter out;
+    out.put_ints(list_steps(directory_));
+    return out.take();
+  });
+  detail::ByteReader in(listing);
+  return in.get_ints();
+}
+
+std::optional<CheckpointInfo> CheckpointManager::latest() {
+  auto& impl = *impl_;
+  if (impl.in_flight) {  // its failure, if any, stays for the next wait()
+    impl.in_flight->future.wait();
+    poll();
+  }
+  const auto listing = impl.comm.broadcast("checkpoint-manager:list", [&] {
+    detail::ByteWriter out;
+    out.put_ints(list_steps(directory_));
+    const auto pointer = read_pointer(directory_);
+    out.put<std::uint8_t>(pointer ? 1 : 0);
+    out.put_string(pointer.value_or(""));
+    return out.take();
+  });
+  detail::ByteReader in(listing);
+  auto ascending = in.get_ints();
+  scan_ = CheckpointScan{};
+  if (in.get<std::uint8_t>() != 0) scan_.pointer = in.get_string();
+  for (auto it = ascending.rbegin(); it != ascending.rend(); ++it) {
+    const auto path = path_for(*it);
+    try {
+      read_metadata(path, impl.options.coordinator, impl.user_comm);
+    } catch (const Error& e) {
+      scan_.skipped.push_back(SkippedCheckpoint{*it, path, e.what()});
+      if (impl.comm.is_coordinator())
+        std::fprintf(stderr, "h5dcp: warning: checkpoint manager: skipping '%s', not a readable checkpoint: %s\n",
+                     path.c_str(), e.what());
+      continue;
+    }
+    scan_.pointer_current = scan_.pointer == file_name_for(*it);
+    return CheckpointInfo{*it, path};
+  }
+  return std::nullopt;
+}
+
+std::optional<CheckpointInfo> CheckpointManager::load(StateDict& state, const LoadOptions& options) {
+  auto found = latest();
+  if (!found) return std::nullopt;
+  auto o = options;
+  o.coordinator = impl_->options.coordinator;
+  h5dcp::load(state, found->path, o, impl_->user_comm);
+  return found;
+}
+
+}  // namespace h5dcp
