@@ -27,6 +27,7 @@
 #include "plan/codec.hpp"
 #include "torch/dtype_mapping.hpp"
 #include "torch/empty_tensors.hpp"
+#include "torch/tensor_blocks.hpp"
 #include "torch/state_from_metadata.hpp"
 #include "torch/value_codec.hpp"
 
@@ -40,21 +41,6 @@ detail::CheckpointIndex share_index(const detail::Comm& comm, const std::string&
     detail::fault_point("load:metadata", comm.rank());
     return detail::encode(detail::read_container_index(path));
   }));
-}
-
-// The block of `dest` that `item` fills.
-at::Tensor dest_block(const at::Tensor& dest, const ReadItem& item) {
-  if (static_cast<std::size_t>(dest.dim()) != item.lengths.size() || item.dest_offsets.size() != item.lengths.size())
-    throw UsageError("h5dcp: the destination of '" + item.storage_fqn + "' has " + std::to_string(dest.dim()) +
-                     " dimensions, the read " + std::to_string(item.lengths.size()));
-  auto block = dest;
-  for (std::size_t d = 0; d < item.lengths.size(); ++d) {
-    const auto dim = static_cast<std::int64_t>(d);
-    if (item.dest_offsets[d] < 0 || item.dest_offsets[d] + item.lengths[d] > dest.size(dim))
-      throw UsageError("h5dcp: the read of '" + item.storage_fqn + "' does not fit its destination tensor");
-    block = block.narrow(dim, item.dest_offsets[d], item.lengths[d]);
-  }
-  return block;
 }
 
 // Reads one block into `block`: straight into its memory when it is a
@@ -99,11 +85,11 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
         const auto dest = planner.resolve_tensor(item);
         const auto sums = verify ? index.checksums.find(item.storage_fqn) : index.checksums.end();
         if (sums != index.checksums.end())
-          detail::read_verified(*reader, item, dest_block(dest, item),
+          detail::read_verified(*reader, item, detail::dest_block(dest, item),
                                 std::get<TensorStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn)),
                                 sums->second);
         else
-          read_into(*reader, item, dest_block(dest, item));
+          read_into(*reader, item, detail::dest_block(dest, item));
         planner.commit_tensor(item, dest);
       }
       return Bytes();

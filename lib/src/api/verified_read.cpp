@@ -8,14 +8,10 @@
 #include "h5dcp/error.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "torch/dtype_mapping.hpp"
+#include "torch/tensor_blocks.hpp"
 
 namespace h5dcp::detail {
 namespace {
-
-at::Tensor narrowed(at::Tensor t, const Shape& offsets, const Shape& sizes) {
-  for (std::size_t d = 0; d < sizes.size(); ++d) t = t.narrow(static_cast<std::int64_t>(d), offsets[d], sizes[d]);
-  return t;
-}
 
 Shape minus(const Shape& a, const Shape& b) {
   Shape out(a.size());

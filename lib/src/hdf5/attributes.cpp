@@ -77,7 +77,11 @@ std::string read_string_attribute(hid_t object, const std::string& name, const s
   return value;
 }
 
-std::vector<std::int64_t> read_int64_attribute(hid_t object, const std::string& name, const std::string& where) {
+namespace {
+
+// An integer attribute of any shape, flattened, converted to `T`.
+template <typename T>
+std::vector<T> read_integer_attribute(hid_t object, const std::string& name, const std::string& where, hid_t memory_type) {
   const auto attr = open_attribute(object, name, where);
   Handle type(check_id(H5Aget_type(attr.get()), "H5Aget_type"), H5Tclose);
   if (H5Tget_class(type.get()) != H5T_INTEGER)
@@ -85,22 +89,19 @@ std::vector<std::int64_t> read_int64_attribute(hid_t object, const std::string& 
   Handle space(check_id(H5Aget_space(attr.get()), "H5Aget_space"), H5Sclose);
   const auto n = H5Sget_simple_extent_npoints(space.get());
   if (n < 0) throw_hdf5_error("H5Sget_simple_extent_npoints");
-  std::vector<std::int64_t> values(static_cast<std::size_t>(n));
-  check_status(H5Aread(attr.get(), H5T_NATIVE_INT64, values.data()), "reading attribute " + name);
+  std::vector<T> values(static_cast<std::size_t>(n));
+  check_status(H5Aread(attr.get(), memory_type, values.data()), "reading attribute " + name);
   return values;
 }
 
+}  // namespace
+
+std::vector<std::int64_t> read_int64_attribute(hid_t object, const std::string& name, const std::string& where) {
+  return read_integer_attribute<std::int64_t>(object, name, where, H5T_NATIVE_INT64);
+}
+
 std::vector<std::uint64_t> read_uint64_attribute(hid_t object, const std::string& name, const std::string& where) {
-  const auto attr = open_attribute(object, name, where);
-  Handle type(check_id(H5Aget_type(attr.get()), "H5Aget_type"), H5Tclose);
-  if (H5Tget_class(type.get()) != H5T_INTEGER)
-    throw FormatError("h5dcp: attribute '" + name + "' of " + where + " is not an integer");
-  Handle space(check_id(H5Aget_space(attr.get()), "H5Aget_space"), H5Sclose);
-  const auto n = H5Sget_simple_extent_npoints(space.get());
-  if (n < 0) throw_hdf5_error("H5Sget_simple_extent_npoints");
-  std::vector<std::uint64_t> values(static_cast<std::size_t>(n));
-  check_status(H5Aread(attr.get(), H5T_NATIVE_UINT64, values.data()), "reading attribute " + name);
-  return values;
+  return read_integer_attribute<std::uint64_t>(object, name, where, H5T_NATIVE_UINT64);
 }
 
 }  // namespace h5dcp::detail

@@ -15,6 +15,7 @@
 // rank stops at the same step with the same CheckpointError.
 
 #include "torch/torch_save_load.hpp"
+#include "torch/tensor_blocks.hpp"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -114,25 +115,6 @@ std::vector<ChunkStorageMetadata> split_block(const Shape& sizes, std::int64_t e
   return pieces;
 }
 
-// The block of `dest` that `item` fills.
-at::Tensor dest_block(const at::Tensor& dest, const ReadItem& item) {
-  if (static_cast<std::size_t>(dest.dim()) != item.lengths.size() || item.dest_offsets.size() != item.lengths.size())
-    throw UsageError("h5dcp: the destination of '" + item.storage_fqn + "' has " + std::to_string(dest.dim()) +
-                     " dimensions, the read " + std::to_string(item.lengths.size()));
-  auto block = dest;
-  for (std::size_t d = 0; d < item.lengths.size(); ++d) {
-    const auto dim = static_cast<std::int64_t>(d);
-    if (item.dest_offsets[d] < 0 || item.dest_offsets[d] + item.lengths[d] > dest.size(dim))
-      throw UsageError("h5dcp: the read of '" + item.storage_fqn + "' does not fit its destination tensor");
-    block = block.narrow(dim, item.dest_offsets[d], item.lengths[d]);
-  }
-  return block;
-}
-
-at::Tensor narrow_to(at::Tensor t, const Shape& offsets, const Shape& sizes) {
-  for (std::size_t d = 0; d < sizes.size(); ++d) t = t.narrow(static_cast<std::int64_t>(d), offsets[d], sizes[d]);
-  return t;
-}
 
 // The coordinator's side: the file, the schedule, and the one storage it holds.
 class Sender {
@@ -183,7 +165,7 @@ class Sender {
         storage_ = reader_->read_storage(info.storage, index_.storages.at(info.storage));
         storage_key_ = info.storage;
       }
-      const auto block = narrow_to(view_of(storage_, info), p.offsets, p.sizes).contiguous();
+      const auto block = narrowed(view_of(storage_, info), p.offsets, p.sizes).contiguous();
       auto& w = out[static_cast<std::size_t>(p.rank)];
       w.put(p.item);
       w.put_ints(p.request_offsets);
@@ -217,7 +199,7 @@ std::int64_t receive(const Bytes& payload, const LoadPlan& plan, const std::vect
     const auto bytes = static_cast<std::size_t>(volume(sizes)) * dtype_size(plan.items[item].dtype);
     if (data.size() != bytes)
       throw Error("h5dcp: a piece of '" + plan.items[item].storage_fqn + "' has the wrong size");
-    auto target = narrow_to(blocks[item], offsets, sizes);
+    auto target = narrowed(blocks[item], offsets, sizes);
     if (target.device().is_cpu() && target.is_contiguous() && target.scalar_type() == stored) {
       std::memcpy(target.data_ptr(), data.data(), bytes);
     } else {
