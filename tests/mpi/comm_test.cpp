@@ -85,17 +85,8 @@ TEST(Comm, StepsReturnResultsWhenNothingFails) {
   EXPECT_EQ(comm.broadcast("hello", [] { return Bytes("hi"); }), "hi");
 }
 
-// Runs `step` and returns the CheckpointError every rank must see.
-template <typename Fn>
-CheckpointError expect_failure(Fn&& step) {
-  try {
-    step();
-  } catch (const CheckpointError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a CheckpointError on rank " << test::world_rank();
-  return CheckpointError("none", {});
-}
+// The CheckpointError every rank must see.
+using test::expect_checkpoint_error;
 
 TEST(Comm, AFailingMapBecomesTheSameErrorOnEveryRank) {
   Comm comm(MPI_COMM_WORLD);
@@ -107,22 +98,22 @@ TEST(Comm, AFailingMapBecomesTheSameErrorOnEveryRank) {
   auto identity = [](std::vector<Bytes> all) { return all; };
   auto first = [](std::vector<Bytes> all) { return all.front(); };
 
-  for (const auto& e : {expect_failure([&] { comm.all_reduce("plan", map, first); }),
-                        expect_failure([&] { comm.reduce_scatter("scatter", map, identity); }),
-                        expect_failure([&] { comm.all_gather("gather", map); })}) {
+  for (const auto& e : {expect_checkpoint_error([&] { comm.all_reduce("plan", map, first); }),
+                        expect_checkpoint_error([&] { comm.reduce_scatter("scatter", map, identity); }),
+                        expect_checkpoint_error([&] { comm.all_gather("gather", map); })}) {
     ASSERT_EQ(e.failures().size(), 1u);
     EXPECT_EQ(e.failures().begin()->first, bad);
     EXPECT_EQ(e.failures().begin()->second, "disk on fire");
     EXPECT_NE(std::string(e.what()).find("[rank " + std::to_string(bad) + "] disk on fire"), std::string::npos)
         << e.what();
   }
-  const auto e = expect_failure([&] { comm.all_gather("named step", map); });
+  const auto e = expect_checkpoint_error([&] { comm.all_gather("named step", map); });
   EXPECT_EQ(e.step(), "named step");
 }
 
 TEST(Comm, EveryFailingRankIsNamed) {
   Comm comm(MPI_COMM_WORLD);
-  const auto e = expect_failure([&] {
+  const auto e = expect_checkpoint_error([&] {
     comm.all_gather("all fail", [&]() -> Bytes { throw std::runtime_error("rank " + std::to_string(comm.rank())); });
   });
   ASSERT_EQ(e.failures().size(), static_cast<std::size_t>(comm.size()));
@@ -131,23 +122,23 @@ TEST(Comm, EveryFailingRankIsNamed) {
 
 TEST(Comm, AFailingReduceOrCoordinatorMapIsNamedAsTheCoordinator) {
   Comm comm(MPI_COMM_WORLD);
-  auto e = expect_failure([&] {
+  auto e = expect_checkpoint_error([&] {
     comm.all_reduce("reduce", [] { return Bytes("x"); },
                     [](std::vector<Bytes>) -> Bytes { throw std::logic_error("cannot reduce"); });
   });
   EXPECT_EQ(e.failures().at(comm.coordinator()), "cannot reduce");
-  e = expect_failure([&] {
+  e = expect_checkpoint_error([&] {
     comm.reduce_scatter("reduce_scatter", [] { return Bytes("x"); },
                         [](std::vector<Bytes>) { return std::vector<Bytes>{}; });  // no payload per rank
   });
   EXPECT_NE(e.failures().at(comm.coordinator()).find("returned 0 payloads"), std::string::npos);
-  e = expect_failure([&] { comm.broadcast("bcast", []() -> Bytes { throw 42; }); });
+  e = expect_checkpoint_error([&] { comm.broadcast("bcast", []() -> Bytes { throw 42; }); });
   EXPECT_NE(e.failures().at(comm.coordinator()).find("unknown exception"), std::string::npos);
 }
 
 TEST(Comm, StepsStillWorkAfterAFailure) {
   Comm comm(MPI_COMM_WORLD);
-  expect_failure([&] { comm.all_gather("fail", []() -> Bytes { throw std::runtime_error("x"); }); });
+  expect_checkpoint_error([&] { comm.all_gather("fail", []() -> Bytes { throw std::runtime_error("x"); }); });
   EXPECT_EQ(comm.all_gather("after", [] { return Bytes("y"); }).size(), static_cast<std::size_t>(comm.size()));
 }
 

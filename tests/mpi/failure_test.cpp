@@ -27,16 +27,7 @@ class InjectFault {
   ~InjectFault() { ::unsetenv("H5DCP_INJECT_FAULT"); }
 };
 
-template <typename Fn>
-CheckpointError expect_checkpoint_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const CheckpointError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a CheckpointError on rank " << test::world_rank();
-  return CheckpointError("none", {});
-}
+using test::expect_checkpoint_error;
 
 class Failures : public ::testing::Test {
  protected:

@@ -12,16 +12,7 @@ namespace {
 using test::bitwise_equal;
 using test::reference_tensor;
 
-template <typename Fn>
-CheckpointError expect_checkpoint_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const CheckpointError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a CheckpointError on rank " << test::world_rank();
-  return CheckpointError("none", {});
-}
+using test::expect_checkpoint_error;
 
 // A training-like state with every kind of value, nesting and awkward keys.
 struct Fixture {

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "h5dcp/error.hpp"
 #include "h5dcp/sharded_tensor.hpp"
 
 namespace h5dcp::test {
@@ -51,6 +54,19 @@ std::vector<std::int64_t> uneven_cuts(std::int64_t n, int parts);
 /// ranks round-robin; the blocks of `rank` as shards (clones, so a load into
 /// them is checked against `full`).
 ShardedTensor grid_shards(const at::Tensor& full, int grid_rows, int grid_cols, int rank, int size);
+
+/// Runs `fn`, which must throw a CheckpointError on this rank (a test
+/// failure is recorded otherwise), and returns that error.
+template <typename Fn>
+CheckpointError expect_checkpoint_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const CheckpointError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a CheckpointError on rank " << world_rank();
+  return CheckpointError("none", {});
+}
 
 /// Zero-filled shards with the same layout as `like`.
 ShardedTensor zeros_like(const ShardedTensor& like);

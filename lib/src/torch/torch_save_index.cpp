@@ -5,17 +5,11 @@
 #include <vector>
 
 #include "core/key_escape.hpp"
+#include "core/value_payload.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
 namespace {
-
-template <typename T>
-std::string raw(T value) {
-  std::string out(sizeof(T), '\0');
-  std::memcpy(out.data(), &value, sizeof(T));
-  return out;
-}
 
 class Indexer {
  public:
@@ -55,9 +49,9 @@ class Indexer {
         return;
       }
       case Kind::None: value(fqn, "none", {}); return;
-      case Kind::Bool: value(fqn, "bool", std::string(1, o.boolean ? '\1' : '\0')); return;
-      case Kind::Int: value(fqn, "int", raw(o.integer)); return;
-      case Kind::Float: value(fqn, "float", raw(o.real)); return;
+      case Kind::Bool: value(fqn, "bool", bool_payload(o.boolean)); return;
+      case Kind::Int: value(fqn, "int", raw_payload(o.integer)); return;
+      case Kind::Float: value(fqn, "float", raw_payload(o.real)); return;
       case Kind::Str:
         if (o.text.find('\0') != std::string::npos)
           fail(fqn, "is a str holding a NUL character, which an h5dcp string cannot hold");

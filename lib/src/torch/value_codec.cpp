@@ -2,33 +2,15 @@
 
 #include <cstring>
 
+#include "core/value_payload.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
-namespace {
-
-template <typename T>
-std::string raw(T value) {
-  std::string out(sizeof(T), '\0');
-  std::memcpy(out.data(), &value, sizeof(T));
-  return out;
-}
-
-template <typename T>
-T from_raw(const std::string& payload, const std::string& fqn) {
-  if (payload.size() != sizeof(T)) throw FormatError("h5dcp: value '" + fqn + "' has a payload of the wrong size");
-  T value;
-  std::memcpy(&value, payload.data(), sizeof(T));
-  return value;
-}
-
-}  // namespace
-
 std::optional<EncodedValue> encode_value(const StateValue& value, const std::string& fqn) {
   if (std::holds_alternative<std::monostate>(value)) return EncodedValue{"none", {}};
-  if (const auto* v = std::get_if<std::int64_t>(&value)) return EncodedValue{"int", raw(*v)};
-  if (const auto* v = std::get_if<double>(&value)) return EncodedValue{"float", raw(*v)};
-  if (const auto* v = std::get_if<bool>(&value)) return EncodedValue{"bool", std::string(1, *v ? '\1' : '\0')};
+  if (const auto* v = std::get_if<std::int64_t>(&value)) return EncodedValue{"int", raw_payload(*v)};
+  if (const auto* v = std::get_if<double>(&value)) return EncodedValue{"float", raw_payload(*v)};
+  if (const auto* v = std::get_if<bool>(&value)) return EncodedValue{"bool", bool_payload(*v)};
   if (const auto* v = std::get_if<std::string>(&value)) {
     if (v->find('\0') != std::string::npos)
       throw UsageError("h5dcp: the string '" + fqn + "' holds a NUL character; store it as h5dcp::ByteString");
@@ -41,9 +23,9 @@ std::optional<EncodedValue> encode_value(const StateValue& value, const std::str
 
 StateValue decode_value(const std::string& encoding, const std::string& payload, const std::string& fqn) {
   if (encoding == "none") return StateValue(std::monostate{});
-  if (encoding == "int") return StateValue(from_raw<std::int64_t>(payload, fqn));
-  if (encoding == "float") return StateValue(from_raw<double>(payload, fqn));
-  if (encoding == "bool") return StateValue(from_raw<std::uint8_t>(payload, fqn) != 0);
+  if (encoding == "int") return StateValue(from_raw_payload<std::int64_t>(payload, fqn));
+  if (encoding == "float") return StateValue(from_raw_payload<double>(payload, fqn));
+  if (encoding == "bool") return StateValue(from_raw_payload<std::uint8_t>(payload, fqn) != 0);
   if (encoding == "str") return StateValue(payload);
   if (encoding == "bytes") return StateValue(ByteString{payload});
   if (encoding == "pickle") return StateValue(PickledObject{payload});
