@@ -6,6 +6,9 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "h5dcp/h5dcp.hpp"
 #include "test_support.hpp"
 
@@ -123,6 +126,78 @@ TEST(Integrity, AsyncAndSyncSavesStoreTheSameChecksums) {
     const auto a = digests(dir.file("sync.h5"));
     EXPECT_GE(a.size(), 2u);  // more than one slab
     EXPECT_EQ(a, digests(dir.file("async.h5")));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Sets H5DCP_INJECT_FAULT for the scope of one save.
+struct InjectFault {
+  explicit InjectFault(const std::string& spec) { ::setenv("H5DCP_INJECT_FAULT", spec.c_str(), 1); }
+  ~InjectFault() { ::unsetenv("H5DCP_INJECT_FAULT"); }
+};
+
+// A write that loses its tail without an error (what a short write the I/O
+// stack did not report looks like) publishes a file whose data is wrong:
+// the checksums, taken from memory, must stop every load from using it.
+TEST(Integrity, AShortWriteIsCaughtOnLoadAndByVerify) {
+  test::TempDir dir;
+  const int rank = test::world_rank();
+  const int size = test::world_size();
+  const int writer = size - 1;
+  for (const bool async : {false, true}) {
+    const auto path = dir.file(async ? "short-async.h5" : "short.h5");
+    {
+      InjectFault fault("save:write@" + std::to_string(writer) + "!short");
+      if (async) {
+        AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{256 * 1024});
+        saver.save(state(rank, size), path).get();
+      } else {
+        save(state(rank, size), path);
+      }
+    }
+    StateDict target{{"model", StateDict{{"w", at::zeros(kShape)}}}};
+    const auto message = checkpoint_error([&] { load(target, path); });
+    EXPECT_NE(message.find("checksum mismatch in 'model/w'"), std::string::npos) << async << ": " << message;
+    if (rank == 0) {
+      const auto report = verify_checkpoint(path);
+      ASSERT_FALSE(report.ok());
+      EXPECT_EQ(report.problems.front().check, "checksums");
+      EXPECT_EQ(report.problems.front().where, "model/w");
+    }
+    // The damage is real: without verification some values are wrong, and
+    // every wrong one is a zero the short write left behind.
+    LoadOptions no_verify;
+    no_verify.verify_checksums = false;
+    load(target, path, no_verify);
+    const auto loaded = std::get<at::Tensor>(value_at(target, "model/w"));
+    // (compared as bits: the reference holds NaNs)
+    const auto wrong = loaded.view(at::kInt).ne(reference_tensor(kShape, at::kFloat).view(at::kInt));
+    EXPECT_GT(wrong.sum().item<std::int64_t>(), 0);
+    EXPECT_TRUE(loaded.masked_select(wrong).eq(0).all().item<bool>());
+  }
+}
+
+// Our own POSIX writes (torch.save files, the manager's pointer) go on after
+// short write(2)s: with every write cut to a few bytes the bytes are the same.
+TEST(Integrity, PosixShortWritesLoseNothing) {
+  test::TempDir dir;
+  const int rank = test::world_rank();
+  const int size = test::world_size();
+  const auto path = dir.file("src.h5");
+  save(state(rank, size), path);
+  if (rank == 0) {
+    checkpoint_to_torch_save(path, dir.file("plain.pt"));
+    {
+      InjectFault fault("posix:write@*!short");
+      checkpoint_to_torch_save(path, dir.file("short.pt"));
+    }
+    auto bytes = [](const std::string& file) {
+      std::ifstream in(file, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const auto plain = bytes(dir.file("plain.pt"));
+    EXPECT_GT(plain.size(), 1000000u);
+    EXPECT_EQ(plain, bytes(dir.file("short.pt")));
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }

@@ -150,7 +150,6 @@ struct AsyncSaver::Impl {
     try {
       detail::SilenceHdf5Errors silence;
       detail::write_and_publish(comm, j.plan, j.path, [&](detail::ContainerWriter& writer) {
-        detail::fault_point("save:write", comm.rank());
         for (const auto& piece : j.pieces) {
           const auto s = pop();
           if (s.failure) std::rethrow_exception(s.failure);

@@ -18,7 +18,6 @@
 #include "api/checkpoint_session.hpp"
 #include "api/stateful_expansion.hpp"
 #include "api/verified_read.hpp"
-#include "core/fault_injection.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/planner.hpp"
@@ -38,7 +37,6 @@ using detail::Bytes;
 
 detail::CheckpointIndex share_index(const detail::Comm& comm, const std::string& path) {
   return detail::decode_checkpoint_index(comm.broadcast("load:metadata", [&] {
-    detail::fault_point("load:metadata", comm.rank());
     return detail::encode(detail::read_container_index(path));
   }));
 }
@@ -62,7 +60,6 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
                      LoadPlanner& planner, StateDict& state_dict, bool verify) {
   std::optional<LoadPlan> plan;
   c.all_gather("load:plan", [&] {
-    detail::fault_point("load:plan", c.rank());
     planner.set_up(state_dict, index.metadata, c.is_coordinator());
     plan = planner.create_local_plan();
     return Bytes();
@@ -75,7 +72,6 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
       return Bytes();
     });
     c.all_gather("load:read", [&] {
-      detail::fault_point("load:read", c.rank());
       for (const auto& item : plan->items) {
         if (item.type == ReadItemType::Value) {
           const auto& storage = std::get<BytesStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn));
@@ -143,7 +139,6 @@ LoadResult load(StateDict& state_dict, const std::string& path, const LoadOption
   });
   auto result = load_with(c, path, index, planner, expansion.target, options.verify_checksums);
   c.all_gather("load:commit", [&] {
-    detail::fault_point("load:commit", c.rank());
     detail::commit_load(expansion, state_dict);
     return Bytes();
   });

@@ -29,7 +29,9 @@ SaveResult save(const StateDict& state_dict, const std::string& path, const Save
   detail::write_and_publish(c, plan, path, [&](detail::ContainerWriter& writer) {
     std::vector<detail::ChunkChecksums> checksums;
     writer.write(c.rank(), options.io_mode, [&](const PlannedTensor& tensor, const PlannedChunk& chunk) {
-      detail::fault_point("save:write", c.rank());
+      // A failure while resolving a block: the writer keeps taking part in
+      // the collective writes and reports it at the end of the step.
+      detail::fault_point("save:block", c.rank());
       auto bytes = detail::host_bytes(detail::resolve_block(planner, tensor, chunk));
       // Checksummed now, from the bytes about to be written.
       const auto t = static_cast<std::size_t>(&tensor - plan.tensors.data());

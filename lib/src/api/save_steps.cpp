@@ -17,7 +17,6 @@ GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict
   const Bytes global = comm.all_reduce(
       "save:plan",
       [&] {
-        fault_point("save:plan", comm.rank());
         prepare();
         planner.set_up(state_dict, comm.is_coordinator());
         return encode(planner.create_local_plan());
@@ -101,13 +100,14 @@ void write_and_publish(const Comm& c, const GlobalSavePlan& plan, const std::str
       auto closing = std::move(writer);
       writer.reset();
       closing->close();
-      fault_point("save:sync", c.rank());
       // Every rank syncs: on a parallel file system one client's fsync does
       // not flush another client's pages.
       fsync_file(plan.temp_path);
       return Bytes();
     });
     c.broadcast("save:commit", [&] {
+      // Injected before the rename too (Comm's point comes after the map):
+      // a commit that fails must fail before it publishes.
       fault_point("save:commit", c.rank());
       publish_by_rename(plan.temp_path, path);
       return Bytes();

@@ -7,6 +7,7 @@
 #include <thread>
 #include <string>
 
+#include "core/fault_injection.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
@@ -362,7 +363,15 @@ Bytes Comm::run_map(std::string_view step, const std::function<Bytes()>& map) co
   if (timed_out_)
     throw CheckpointError(std::string(step), {{rank_, "an earlier step timed out; this communicator is unusable"}});
   arrive(step);
-  auto tagged = run_tagged(rank_, map);
+  auto tagged = run_tagged(rank_, [&] {
+    auto result = map();
+    // Every step is a fault-injection point named after it (for tests; one
+    // getenv when not injecting). It fires after this rank's work in the
+    // step: a rank that skipped collective HDF5 calls inside `map` would
+    // leave the others waiting in them, where no deadline reaches.
+    fault_point(step, rank_);
+    return result;
+  });
   arrive(step);
   return tagged;
 }

@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <random>
 
+#include "core/fault_injection.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
@@ -44,6 +46,25 @@ void fsync_file(const std::string& path) {
   const int error = errno;
   ::close(fd);
   if (rc != 0) throw_errno("fsync of '" + path + "'", error);
+}
+
+int write_fully(int fd, const void* data, std::size_t size) noexcept {
+  bool short_writes = false;
+  try {
+    short_writes = short_write_requested("posix:write", -1);
+  } catch (...) {
+  }
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const auto n = ::write(fd, p, short_writes ? std::min<std::size_t>(size, 7) : size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return 0;
 }
 
 void publish_by_rename(const std::string& from, const std::string& to) {

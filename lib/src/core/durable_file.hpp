@@ -2,6 +2,7 @@
 // POSIX pieces of atomic, durable publishing: a temporary sibling name, fsync
 // of a file and of its directory, rename into place.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -24,6 +25,11 @@ void publish_by_rename(const std::string& from, const std::string& to);
 /// written, rather than in the middle of a collective write. A file system
 /// that cannot reserve space is left alone. Throws IoError (e.g. ENOSPC).
 void reserve_space(const std::string& path, std::int64_t bytes);
+
+/// Writes all `size` bytes of `data` to `fd`, going on after short writes
+/// and EINTR. Returns 0, or the errno of the write(2) that failed. Fault
+/// injection "posix:write@*!short" makes every write(2) take at most 7 bytes.
+int write_fully(int fd, const void* data, std::size_t size) noexcept;
 
 /// Removes `path` if it exists; never throws (used on failure paths).
 void remove_quietly(const std::string& path) noexcept;

@@ -1,31 +1,61 @@
 #include "core/fault_injection.hpp"
 
+#include <csignal>
 #include <chrono>
 #include <cstdlib>
-#include <thread>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
+namespace {
 
-void fault_point(std::string_view point, int rank) {
+// The action part of the entry in H5DCP_INJECT_FAULT naming this point and
+// rank ("" for a plain throw), or nothing when no entry names them.
+std::optional<std::string_view> requested_action(std::string_view point, int rank) {
   const char* spec = std::getenv("H5DCP_INJECT_FAULT");
-  if (spec == nullptr) return;
-  const std::string wanted = std::string(point) + "@" + std::to_string(rank);
+  if (spec == nullptr) return std::nullopt;
+  const std::string this_rank = std::to_string(rank);
   std::string_view rest(spec);
   while (!rest.empty()) {
     const auto comma = rest.find(',');
     const auto entry = rest.substr(0, comma);
-    if (entry == wanted)
-      throw Error("injected fault at " + std::string(point) + " on rank " + std::to_string(rank));
-    if (entry.substr(0, wanted.size()) == wanted && entry.size() > wanted.size() && entry[wanted.size()] == '~') {
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(std::string(entry.substr(wanted.size() + 1)))));
-      return;
-    }
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const auto at = entry.rfind('@');
+    if (at == std::string_view::npos || entry.substr(0, at) != point) continue;
+    auto target = entry.substr(at + 1);
+    const auto action_start = target.find_first_of("~!");
+    const auto action = action_start == std::string_view::npos ? std::string_view() : target.substr(action_start);
+    target = target.substr(0, action_start);
+    if (target == "*" || target == this_rank) return action;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void fault_point(std::string_view point, int rank) {
+  const auto action = requested_action(point, rank);
+  if (!action) return;
+  if (action->empty())
+    throw Error("injected fault at " + std::string(point) + " on rank " + std::to_string(rank));
+  if ((*action)[0] == '~') {
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(std::string(action->substr(1)))));
+    return;
+  }
+  if (*action == "!kill") {
+    std::raise(SIGKILL);
+    std::_Exit(137);  // not reached
+  }
+  if (*action == "!short") return;  // for short_write_requested
+  throw UsageError("H5DCP_INJECT_FAULT: unknown action '" + std::string(*action) + "' at " + std::string(point));
+}
+
+bool short_write_requested(std::string_view point, int rank) {
+  const auto action = requested_action(point, rank);
+  return action && *action == "!short";
 }
 
 }  // namespace h5dcp::detail

@@ -1,9 +1,11 @@
 #include "hdf5/container_writer.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 
 #include "core/checksum.hpp"
+#include "core/fault_injection.hpp"
 #include "core/key_escape.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/version.hpp"
@@ -47,6 +49,7 @@ void write_tensor_attributes(hid_t dataset, const PlannedTensor& t) {
 
 ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const GlobalSavePlan& plan)
     : path_(path), comm_(comm), plan_(plan), file_(create_file(path, comm)) {
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_rank(comm_, &rank_);
   const hid_t root = file_.get();
   write_int64_attribute(root, layout::kFormatVersion, {kFormatVersionMajor, kFormatVersionMinor});
   write_string_attribute(root, layout::kLibraryVersion, kLibraryVersion);
@@ -91,6 +94,24 @@ ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const G
   }
 }
 
+namespace {
+
+std::int64_t block_bytes(const PlannedTensor& t, const Shape& sizes) {
+  return volume(sizes) * static_cast<std::int64_t>(dtype_size(t.dtype));
+}
+
+}  // namespace
+
+// Fault injection ("save:write@<rank>!short"): the write loses the second
+// half of the block, as a short write that the I/O stack failed to report
+// would. The checksums, taken from the bytes in memory, must catch it.
+std::shared_ptr<const void> ContainerWriter::maybe_short(std::shared_ptr<const void> data, std::int64_t bytes) const {
+  if (!short_write_requested("save:write", rank_)) return data;
+  auto copy = std::make_shared<std::vector<char>>(static_cast<std::size_t>(bytes), '\0');
+  std::memcpy(copy->data(), data.get(), static_cast<std::size_t>(bytes / 2));
+  return std::shared_ptr<const void>(copy, copy->data());
+}
+
 void ContainerWriter::write(int rank, IoMode mode, const ChunkSource& source) {
   const bool collective = comm_ != MPI_COMM_NULL && mode == IoMode::Collective;
   std::exception_ptr failure;
@@ -116,8 +137,9 @@ void ContainerWriter::write_block(std::size_t tensor_index, const ChunkStorageMe
   Handle file_space(check_id(H5Dget_space(dataset), "H5Dget_space"), H5Sclose);
   select_block(file_space.get(), box, t.fqn);
   const auto mem_space = dataspace_of(box.sizes);
+  const auto written = maybe_short(std::shared_ptr<const void>(data, [](const void*) {}), block_bytes(t, box.sizes));
   check_status(H5Dwrite(dataset, tensor_types_[tensor_index].get(), mem_space.get(), file_space.get(),
-                        independent_dxpl_.get(), data),
+                        independent_dxpl_.get(), written.get()),
                "writing '" + t.fqn + "' block " + describe_box(box));
 }
 
@@ -168,6 +190,7 @@ void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource
           select_block(file_space.get(), chunk->chunk, t.fqn);
           mem_space = dataspace_of(chunk->chunk.sizes);
         }
+        if (data) data = maybe_short(std::move(data), block_bytes(t, chunk->chunk.sizes));
         check_status(H5Dwrite(dataset, tensor_types_[ti].get(), mem_space.get(), file_space.get(), dxpl.get(),
                               data ? data.get() : &dummy),
                      "writing '" + t.fqn + "'" + (data ? " block " + describe_box(chunk->chunk) : std::string()));

@@ -58,9 +58,11 @@ class ContainerWriter {
 
  private:
   void write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure);
+  std::shared_ptr<const void> maybe_short(std::shared_ptr<const void> data, std::int64_t bytes) const;
 
   std::string path_;
   MPI_Comm comm_;
+  int rank_ = 0;  // in comm_ (0 without one)
   const GlobalSavePlan& plan_;
   Handle file_;
   std::vector<Handle> tensor_datasets_;  // one per plan_.tensors entry

@@ -112,14 +112,13 @@ void write_pointer(const std::string& dir, const std::string& name) {
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_errno("cannot create '" + temp + "'", errno);
   const std::string text = name + "\n";
-  const auto written = ::write(fd, text.data(), text.size());
-  const int write_error = errno;
-  const int sync = written == static_cast<ssize_t>(text.size()) ? ::fsync(fd) : -1;
+  const int write_error = detail::write_fully(fd, text.data(), text.size());
+  const int sync = write_error == 0 ? ::fsync(fd) : -1;
   const int sync_error = errno;
   ::close(fd);
-  if (written != static_cast<ssize_t>(text.size()) || sync != 0) {
+  if (write_error != 0 || sync != 0) {
     detail::remove_quietly(temp);
-    throw_errno("cannot write '" + temp + "'", written != static_cast<ssize_t>(text.size()) ? write_error : sync_error);
+    throw_errno("cannot write '" + temp + "'", write_error != 0 ? write_error : sync_error);
   }
   try {
     detail::publish_by_rename(temp, dir + "/" + kPointer);

@@ -168,18 +168,7 @@ TorchSaveWriter::~TorchSaveWriter() {
 
 std::size_t TorchSaveWriter::write_bytes(const void* data, std::size_t size) noexcept {
   if (discarding_ || io_errno_ != 0) return size;
-  const auto* p = static_cast<const char*>(data);
-  std::size_t left = size;
-  while (left > 0) {
-    const auto n = ::write(fd_, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      io_errno_ = errno;
-      return size;
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  io_errno_ = write_fully(fd_, data, size);
   return size;
 }
 

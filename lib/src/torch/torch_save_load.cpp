@@ -26,7 +26,6 @@
 
 #include "api/checkpoint_session.hpp"
 #include "comm/comm.hpp"
-#include "core/fault_injection.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/planner.hpp"
 #include "plan/chunk_geometry.hpp"
@@ -224,7 +223,6 @@ LoadResult load_torch_save_with_stats(StateDict& state_dict, const std::string& 
 
   std::unique_ptr<TorchSaveReader> reader;  // the coordinator's, open for the whole load
   const auto index = decode_torch_save_index(c.broadcast("load:metadata", [&] {
-    fault_point("load:metadata", c.rank());
     reader = std::make_unique<TorchSaveReader>(path);
     return encode(reader->read_index());
   }));
@@ -240,7 +238,6 @@ LoadResult load_torch_save_with_stats(StateDict& state_dict, const std::string& 
   const auto rounds = c.all_reduce(
       "load:plan",
       [&] {
-        fault_point("load:plan", c.rank());
         planner.set_up(state_dict, metadata, c.is_coordinator());
         plan = planner.create_local_plan();
         dests.assign(plan->items.size(), at::Tensor());
@@ -268,7 +265,6 @@ LoadResult load_torch_save_with_stats(StateDict& state_dict, const std::string& 
         "load:read",
         [&] {
           if (!pending.empty()) throw Error(pending);
-          fault_point("load:read", c.rank());
           return Bytes();
         },
         [&](std::vector<Bytes>) { return sender->build(static_cast<std::size_t>(round), c.size()); });
@@ -280,7 +276,6 @@ LoadResult load_torch_save_with_stats(StateDict& state_dict, const std::string& 
   }
   c.all_gather("load:commit", [&] {
     if (!pending.empty()) throw Error(pending);
-    fault_point("load:commit", c.rank());
     for (std::size_t i = 0; i < plan->items.size(); ++i) {
       const auto& item = plan->items[i];
       if (item.type == ReadItemType::Tensor) {
