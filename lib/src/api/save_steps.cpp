@@ -26,6 +26,8 @@ GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict
         for (const auto& l : locals) plans.push_back(decode_save_plan(l));
         auto plan = planner.create_global_plan(plans);
         plan.world_size = comm.size();
+        // Partial files of saves to this path that died are removed first.
+        remove_partial_siblings(path);
         plan.temp_path = temporary_sibling(path);
         plan.created = utc_now_iso8601();
         return encode(plan);

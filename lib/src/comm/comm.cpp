@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -109,25 +111,33 @@ void Comm::barrier() const {
 void Comm::broadcast(Bytes& data) const {
   if (!distributed()) return;
   auto size = static_cast<std::uint64_t>(data.size());
-  check_mpi(MPI_Bcast(&size, 1, MPI_UINT64_T, coordinator_, comm_), "MPI_Bcast");
+  MPI_Request r1 = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ibcast(&size, 1, MPI_UINT64_T, coordinator_, comm_, &r1), "MPI_Ibcast");
+  complete(r1);
   data.resize(static_cast<std::size_t>(size));
-  check_mpi(MPI_Bcast(data.data(), checked_count(data.size()), MPI_BYTE, coordinator_, comm_), "MPI_Bcast");
+  MPI_Request r2 = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ibcast(data.data(), checked_count(data.size()), MPI_BYTE, coordinator_, comm_, &r2), "MPI_Ibcast");
+  complete(r2);
 }
 
 std::vector<Bytes> Comm::gather(const Bytes& data) const {
   if (!distributed()) return {data};
   int count = checked_count(data.size());
   std::vector<int> counts(is_coordinator() ? static_cast<std::size_t>(size_) : 0);
-  check_mpi(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, coordinator_, comm_), "MPI_Gather");
+  MPI_Request r1 = MPI_REQUEST_NULL;
+  check_mpi(MPI_Igather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, coordinator_, comm_, &r1), "MPI_Igather");
+  complete(r1);
   std::vector<int> displs;
   Bytes all;
   if (is_coordinator()) {
     displs = displacements(counts);
     all.resize(static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back()));
   }
-  check_mpi(MPI_Gatherv(data.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, coordinator_,
-                        comm_),
-            "MPI_Gatherv");
+  MPI_Request r2 = MPI_REQUEST_NULL;
+  check_mpi(MPI_Igatherv(data.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
+                         coordinator_, comm_, &r2),
+            "MPI_Igatherv");
+  complete(r2);
   std::vector<Bytes> result;
   for (std::size_t i = 0; i < counts.size(); ++i) result.emplace_back(all.substr(displs[i], counts[i]));
   return result;
@@ -137,11 +147,15 @@ std::vector<Bytes> Comm::all_gather(const Bytes& data) const {
   if (!distributed()) return {data};
   int count = checked_count(data.size());
   std::vector<int> counts(static_cast<std::size_t>(size_));
-  check_mpi(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+  MPI_Request r1 = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_, &r1), "MPI_Iallgather");
+  complete(r1);
   const auto displs = displacements(counts);
   Bytes all(static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back()), '\0');
-  check_mpi(MPI_Allgatherv(data.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, comm_),
-            "MPI_Allgatherv");
+  MPI_Request r2 = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallgatherv(data.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, comm_, &r2),
+            "MPI_Iallgatherv");
+  complete(r2);
   std::vector<Bytes> result;
   for (std::size_t i = 0; i < counts.size(); ++i) result.emplace_back(all.substr(displs[i], counts[i]));
   return result;
@@ -163,11 +177,15 @@ Bytes Comm::scatter(const std::vector<Bytes>& data) const {
     displs = displacements(counts);
   }
   int count = 0;
-  check_mpi(MPI_Scatter(counts.data(), 1, MPI_INT, &count, 1, MPI_INT, coordinator_, comm_), "MPI_Scatter");
+  MPI_Request r1 = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iscatter(counts.data(), 1, MPI_INT, &count, 1, MPI_INT, coordinator_, comm_, &r1), "MPI_Iscatter");
+  complete(r1);
   Bytes mine(static_cast<std::size_t>(count), '\0');
-  check_mpi(MPI_Scatterv(all.data(), counts.data(), displs.data(), MPI_BYTE, mine.data(), count, MPI_BYTE, coordinator_,
-                         comm_),
-            "MPI_Scatterv");
+  MPI_Request r2 = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iscatterv(all.data(), counts.data(), displs.data(), MPI_BYTE, mine.data(), count, MPI_BYTE,
+                          coordinator_, comm_, &r2),
+            "MPI_Iscatterv");
+  complete(r2);
   return mine;
 }
 
@@ -300,6 +318,26 @@ std::string after(double seconds) {
 
 }  // namespace
 
+void Comm::complete(MPI_Request& request) const {
+  if (timeout_ <= 0) {
+    check_mpi(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+    return;
+  }
+  // A rank that passed the step's arrival but whose partners gave up on it
+  // meanwhile (it was late) would wait here forever: the exchange has a
+  // deadline too. A collective request cannot be cancelled; the Comm is
+  // unusable after this anyway.
+  std::vector<MPI_Request> requests{request};
+  const auto done = wait_until(requests, seconds_now() + 2 * timeout_ + 1);
+  request = requests[0];
+  if (done[0]) return;
+  timed_out_ = true;
+  throw CheckpointError(current_step_, {{rank_, "the exchange of step '" + current_step_ + "' did not complete within " +
+                                                    after(2 * timeout_ + 1) +
+                                                    " s (another rank stalled, died or gave up); the job should be "
+                                                    "restarted"}});
+}
+
 void Comm::arrive(std::string_view step) const {
   if (!distributed() || timeout_ <= 0 || size_ == 1) return;
   const std::string what = "did not reach step '" + std::string(step) + "' within " + after(timeout_) +
@@ -362,9 +400,16 @@ void Comm::arrive(std::string_view step) const {
 Bytes Comm::run_map(std::string_view step, const std::function<Bytes()>& map) const {
   if (timed_out_)
     throw CheckpointError(std::string(step), {{rank_, "an earlier step timed out; this communicator is unusable"}});
+  current_step_ = std::string(step);
+  static const bool trace = std::getenv("H5DCP_TRACE") != nullptr;
+  const double started = trace ? seconds_now() : 0;
   arrive(step);
+  const double arrived = trace ? seconds_now() : 0;
   auto tagged = run_tagged(rank_, [&] {
     auto result = map();
+    if (trace)
+      std::fprintf(stderr, "[h5dcp trace] rank %d %-16s waited %.4f s, worked %.4f s\n", rank_, current_step_.c_str(),
+                   arrived - started, seconds_now() - arrived);
     // Every step is a fault-injection point named after it (for tests; one
     // getenv when not injecting). It fires after this rank's work in the
     // step: a rank that skipped collective HDF5 calls inside `map` would

@@ -97,6 +97,9 @@ class Comm {
  private:
   Comm() = default;
   void release() noexcept;
+  /// Waits for a request of a byte exchange: forever without a timeout,
+  /// else until a deadline (then throws CheckpointError, timed_out()).
+  void complete(MPI_Request& request) const;
   /// Checks that every rank reached this point of `step` within the timeout.
   void arrive(std::string_view step) const;
   /// arrive, map (tagged with success or failure), arrive.
@@ -108,6 +111,7 @@ class Comm {
   int coordinator_ = 0;
   double timeout_ = 0;
   mutable bool timed_out_ = false;
+  mutable std::string current_step_;  // for errors of the byte exchanges
 };
 
 }  // namespace h5dcp::detail

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <random>
 
 #include "core/fault_injection.hpp"
@@ -37,6 +38,22 @@ std::string temporary_sibling(const std::string& path) {
   std::snprintf(suffix, sizeof suffix, "%08x%08x", entropy(), entropy());
   return (dir == "." && path.find('/') == std::string::npos ? std::string() : dir + "/") + "." + name +
          ".h5dcp-partial." + suffix;
+}
+
+int remove_partial_siblings(const std::string& path) noexcept {
+  try {
+    const auto [dir, name] = split_path(path);
+    const std::string prefix = "." + name + ".h5dcp-partial.";
+    int removed = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (entry.path().filename().string().rfind(prefix, 0) != 0) continue;
+      std::error_code ignored;
+      removed += std::filesystem::remove(entry.path(), ignored) ? 1 : 0;
+    }
+    return removed;
+  } catch (...) {
+    return 0;
+  }
 }
 
 void fsync_file(const std::string& path) {

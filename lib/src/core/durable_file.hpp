@@ -13,6 +13,11 @@ namespace h5dcp::detail {
 /// directory does not exist or is not writable.
 std::string temporary_sibling(const std::string& path);
 
+/// Removes what earlier saves to `path` left behind when they died (killed
+/// ranks never clean up): every temporary_sibling of `path`. Only one save
+/// to a path may run at a time. Returns how many were removed; never throws.
+int remove_partial_siblings(const std::string& path) noexcept;
+
 /// fsync()s the file at `path`. Throws IoError with errno's text.
 void fsync_file(const std::string& path);
 

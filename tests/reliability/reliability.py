@@ -1,0 +1,370 @@
+#!/usr/bin/python3
+"""The reliability figures of docs/RELIABILITY.md, measured with fault_trial.
+
+  reliability.py --trial BIN --mpiexec MPIEXEC --workdir DIR [--quick]
+                 [--kills N] [--flips M] [--json OUT] [--report MD --fuzz-stats JSON]
+
+1. The fault matrix: every phase of a save and of a load x every failing rank
+   x {throw, kill -9, stall past the deadline}, at 2 and 4 ranks (--quick: 2
+   ranks, stalls in two phases). Counted: hangs (the job outlives its limit),
+   published partial files (the path holds something that does not load),
+   lost previous checkpoints (the path holds neither the old nor the new
+   save), ranks whose error differs from the others' or does not name the
+   failing rank and phase, and files left behind after the next save.
+2. kill -9 of a random rank at a random moment of a loop of saves.
+3. Random byte flips in data and in metadata: silent wrong loads.
+Exits 1 when any count that must be 0 is not.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+SAVE_PHASES = ["save:plan", "save:create", "save:reserve", "save:block", "save:write", "save:checksums",
+               "save:sync", "save:commit"]
+LOAD_PHASES = ["load:metadata", "load:plan", "load:open", "load:read", "load:close"]
+# Broadcast steps: only the coordinator (rank 0) works in them.
+COORDINATOR_ONLY = {"save:reserve", "save:commit", "load:metadata"}
+MIB = 8          # data per trial (the kill trials use more)
+TIMEOUT = 2.0    # the deadline the attempts run with
+STALL = 7.0      # > 2 * TIMEOUT + 1: past every deadline
+
+
+def run(cmd, limit, env=None):
+    """Runs cmd in its own process group; (returncode or None on a hang, stdout)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=limit)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return None, out
+
+
+def json_lines(text):
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return rows
+
+
+class Lab:
+    def __init__(self, args):
+        self.args = args
+        self.env = dict(os.environ, OMPI_MCA_io=os.environ.get("OMPI_MCA_io", "romio321"),
+                        OMPI_MCA_mpi_yield_when_idle="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+        if os.geteuid() == 0:
+            self.env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        self.env.pop("H5DCP_INJECT_FAULT", None)
+        self.count = 0
+
+    def fresh_dir(self):
+        self.count += 1
+        d = os.path.join(self.args.workdir, "t%04d" % self.count)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        return d
+
+    def mpi(self, n, *trial_args):
+        return [self.args.mpiexec, "-n", str(n), self.args.trial, *trial_args]
+
+    def check(self, d, mib):
+        rc, out = run([self.args.trial, "check", d, str(mib)], 120, self.env)
+        rows = json_lines(out)
+        if rc != 0 or not rows:
+            return {"generation": -2, "error": "check failed: " + out[-500:], "leftovers": [], "after_next_save": ["?"]}
+        return rows[-1]
+
+
+def matrix_cell(lab, op, phase, action, rank, n):
+    """One trial; returns a dict of what happened and which rules it broke."""
+    d = lab.fresh_dir()
+    suffix = {"throw": "", "kill": "!kill", "stall": "~%g" % STALL}[action]
+    spec = "%s@%d%s" % (phase, rank, suffix)
+    limit = 120 + (STALL if action == "stall" else 0)
+    started = time.time()
+    rc, out = run(lab.mpi(n, op, d, str(MIB), spec, str(TIMEOUT)), limit, lab.env)
+    seconds = time.time() - started
+    rows = [r for r in json_lines(out) if "attempt" in r]
+    cell = {"op": op, "phase": phase, "action": action, "rank": rank, "ranks": n, "spec": spec,
+            "seconds": round(seconds, 1), "problems": []}
+    if rc is None:
+        cell["problems"].append("hang")
+    after = lab.check(d, MIB)
+    cell["generation"] = after["generation"]
+    if after["generation"] == -1:
+        cell["problems"].append("published partial file: " + str(after.get("error"))[:200])
+    elif after["generation"] not in (1, 2) or (op == "load" and after["generation"] != 1):
+        cell["problems"].append("lost the previous checkpoint (holds generation %s)" % after["generation"])
+    if after["after_next_save"]:
+        cell["problems"].append("left behind after the next save: %s" % after["after_next_save"])
+    ignored = action == "throw" and phase in COORDINATOR_ONLY and rank != 0
+    step = "save:write" if phase == "save:block" else phase
+    if action == "kill":
+        cell["outcome"] = "job killed" if rc not in (None, 0) else "job survived?"
+        if rc == 0:
+            cell["problems"].append("a rank was to be killed but the job exited 0")
+    elif rc is not None:
+        errors = [r for r in rows if r["error"]]
+        if ignored:
+            cell["outcome"] = "n/a: no work on this rank in this phase"
+            if errors:
+                cell["problems"].append("errors where the fault is ignored: %s" % errors[0]["error"][:200])
+        elif len(rows) != n:
+            cell["problems"].append("%d of %d ranks reported" % (len(rows), n))
+        elif len(errors) != n:
+            cell["problems"].append("%d of %d ranks got an error" % (len(errors), n))
+        else:
+            cell["outcome"] = "error on every rank"
+            named = [r for r in errors if rank in r["failing"]]
+            if action == "throw":
+                if any(r["step"] != step for r in errors):
+                    cell["problems"].append("steps differ: %s" % sorted({r["step"] for r in errors}))
+                if len({r["error"] for r in errors}) != 1:
+                    cell["problems"].append("ranks got different errors")
+                if len(named) != n:
+                    cell["problems"].append("the failing rank is not named on every rank")
+            else:
+                # The others name the stalled rank; the stalled rank, late,
+                # names whoever did not answer it.
+                others = [r for r in errors if r["rank"] != rank]
+                if any(rank not in r["failing"] for r in others):
+                    cell["problems"].append("a waiting rank did not name the stalled rank")
+            if action == "throw" and op == "save" and after["generation"] != 1:
+                cell["problems"].append("a failed save replaced the checkpoint")
+    return cell
+
+
+def run_matrix(lab, quick):
+    cells = []
+    sizes = [2] if quick else [2, 4]
+    for n in sizes:
+        for op, phases in (("save", SAVE_PHASES), ("load", LOAD_PHASES)):
+            for phase in phases:
+                actions = ["throw", "kill"]
+                if not quick or phase in ("save:write", "load:read"):
+                    actions.append("stall")
+                for action in actions:
+                    for rank in range(n):
+                        cell = matrix_cell(lab, op, phase, action, rank, n)
+                        cells.append(cell)
+                        mark = "FAIL " + "; ".join(cell["problems"]) if cell["problems"] else "ok"
+                        print("%s %-15s %-5s rank %d/%d  %5.1fs  %s" % (op, phase, action, rank, n, cell["seconds"],
+                                                                      mark), flush=True)
+    return cells
+
+
+def run_kills(lab, trials, n, mib):
+    results = []
+    rng = random.Random(20261122)
+    for t in range(trials):
+        d = lab.fresh_dir()
+        p = subprocess.Popen(lab.mpi(n, "loop", d, str(mib)), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                             env=lab.env, start_new_session=True)
+        pids = {}
+        deadline = time.time() + 120
+        while len(pids) < n and time.time() < deadline and p.poll() is None:
+            for r in range(n):
+                try:
+                    with open(os.path.join(d, "pid.%d" % r)) as f:
+                        pids[r] = int(f.read().split()[0])
+                except (OSError, ValueError, IndexError):
+                    pass
+            time.sleep(0.02)
+        victim = rng.randrange(n)
+        delay = rng.uniform(0.0, 3.0)
+        time.sleep(delay)
+        killed = False
+        if victim in pids and p.poll() is None:
+            try:
+                os.kill(pids[victim], signal.SIGKILL)
+                killed = True
+            except ProcessLookupError:
+                pass
+        hang = False
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            hang = True
+        after = lab.check(d, mib)
+        lost = after["generation"] < 1
+        results.append({"trial": t, "victim": victim, "delay": round(delay, 3), "killed": killed,
+                        "generation": after["generation"], "lost": lost, "hang": hang,
+                        "leftovers": after["leftovers"], "after_next_save": after["after_next_save"]})
+        print("kill %2d: rank %d after %.2fs -> holds generation %s, %d leftover(s)%s%s" % (
+            t, victim, delay, after["generation"], len(after["leftovers"]), " LOST" if lost else "",
+            " HANG" if hang else ""), flush=True)
+    return results
+
+
+def run_flips(lab, count):
+    d = lab.fresh_dir()
+    rc, out = run(lab.mpi(1, "save", d, str(MIB), "none@0", str(TIMEOUT)), 120, lab.env)
+    original = os.path.join(d, "ckpt.h5")
+    results = []
+    start = 0
+    while start < count:
+        rc, out = run([lab.args.trial, "flips", original, str(MIB), "7", str(start), str(count - start)], 600, lab.env)
+        rows = [r for r in json_lines(out) if "trial" in r]
+        results += rows
+        start = (rows[-1]["trial"] + 1) if rows else start
+        if rc != 0 or rc is None:
+            # The trial after the last reported one crashed or hung the reader.
+            results.append({"trial": start, "region": "?", "outcome": "crash" if rc is not None else "hang",
+                            "message": out[-300:]})
+            start += 1
+    return results
+
+
+def summarize(cells, kills, flips, fuzz):
+    s = {"matrix_trials": len(cells),
+         "hangs": sum("hang" in c["problems"] for c in cells),
+         "partial": sum(any(p.startswith("published partial") for p in c["problems"]) for c in cells),
+         "lost": sum(any(p.startswith("lost") for p in c["problems"]) for c in cells),
+         "matrix_problems": sum(bool(c["problems"]) for c in cells),
+         "kills": len(kills), "kills_lost": sum(k["lost"] for k in kills), "kills_hang": sum(k["hang"] for k in kills),
+         "kills_left_behind": sum(bool(k["after_next_save"]) for k in kills),
+         "flips": len(flips)}
+    for region in ("data", "metadata"):
+        rows = [f for f in flips if f.get("region") == region]
+        s["flips_" + region] = len(rows)
+        for outcome in ("error", "identical", "WRONG"):
+            s["flips_%s_%s" % (region, outcome)] = sum(f["outcome"] == outcome for f in rows)
+    s["flips_crash_or_hang"] = sum(f["outcome"] in ("crash", "hang", "other exception") for f in flips)
+    s["silent_wrong"] = sum(f["outcome"] == "WRONG" for f in flips)
+    s["fuzz"] = fuzz
+    s["ok"] = (s["matrix_problems"] == 0 and s["kills_lost"] == 0 and s["kills_hang"] == 0 and
+               s["kills_left_behind"] == 0 and s["silent_wrong"] == 0 and s["flips_crash_or_hang"] == 0)
+    return s
+
+
+def write_report(path, s, cells, kills, flips, args):
+    def yes(v):
+        return "**%d**" % v if v else "0"
+    lines = ["# Reliability", "",
+             "Produced by `scripts/reliability.sh` (tests/reliability/reliability.py driving",
+             "tests/reliability/fault_trial under `mpiexec`) on %s; %s." % (time.strftime("%Y-%m-%d"),
+                                                                        "quick run" if args.quick else "full run"),
+             "Every trial first saves generation 1 of a %d MiB state dict (a row-sharded" % MIB,
+             "tensor, a replicated one, an int and a string) to `ckpt.h5`, then saves",
+             "generation 2 over it (or loads it) with a fault injected through",
+             "`H5DCP_INJECT_FAULT` and a %g s deadline. A separate process then loads" % TIMEOUT,
+             "whatever `ckpt.h5` holds and compares it bit for bit with each generation,",
+             "and makes one more save to check that it cleans up what the failure left.", "",
+             "## Summary", "",
+             "| figure | count | must be |", "|---|---:|---:|",
+             "| fault-matrix trials | %d | |" % s["matrix_trials"],
+             "| hangs | %s | 0 |" % yes(s["hangs"]),
+             "| published partial files | %s | 0 |" % yes(s["partial"]),
+             "| lost previous checkpoints | %s | 0 |" % yes(s["lost"]),
+             "| trials breaking any rule (see below) | %s | 0 |" % yes(s["matrix_problems"]),
+             "| kill -9 trials at random moments of a save loop | %d | |" % s["kills"],
+             "| ... lost checkpoints | %s | 0 |" % yes(s["kills_lost"]),
+             "| ... hangs | %s | 0 |" % yes(s["kills_hang"]),
+             "| ... files left after the next save | %s | 0 |" % yes(s["kills_left_behind"]),
+             "| random byte flips | %d | |" % s["flips"],
+             "| ... silent wrong loads | %s | 0 |" % yes(s["silent_wrong"]),
+             "| ... crashes or hangs of the reader | %s | 0 |" % yes(s["flips_crash_or_hang"]), ""]
+    lines += ["## Fault matrix", "",
+              "Phases are the collective steps (`save:block` is a failure while a rank",
+              "resolves one of its blocks, inside the write). Actions: **throw** (the rank",
+              "raises an error; every rank must get the same `CheckpointError` naming the",
+              "rank and the phase, and the old checkpoint must stay), **kill** (the rank",
+              "dies by SIGKILL; mpiexec ends the job; the path must hold the old or the",
+              "new checkpoint, complete), **stall** (the rank sleeps %g s, past the %g s" % (STALL, TIMEOUT),
+              "deadline: the others must fail naming it, nobody may wait forever). A",
+              "throw on a non-coordinator rank in a broadcast phase (only rank 0 works",
+              "there) has nothing to fail: n/a.", "",
+              "| ranks | op | phase | action | failing rank | outcome | path holds | seconds | problems |",
+              "|---:|---|---|---|---:|---|---:|---:|---|"]
+    for c in cells:
+        lines.append("| %d | %s | %s | %s | %d | %s | gen %s | %.1f | %s |" % (
+            c["ranks"], c["op"], c["phase"], c["action"], c["rank"], c.get("outcome", "?"), c["generation"],
+            c["seconds"], "; ".join(c["problems"]) or "none"))
+    gens = {}
+    for k in kills:
+        gens[k["generation"]] = gens.get(k["generation"], 0) + 1
+    lines += ["", "## kill -9 at random moments", "",
+              "`fault_trial loop` saves generations 1, 2, 3, ... of a %d MiB state dict" % args.kill_mib,
+              "over one path at %d ranks; after a random delay (0-3 s) one random rank" % args.kill_ranks,
+              "gets SIGKILL. Then the path must load, bit for bit, as some generation.", "",
+              "| trials | lost | hangs | left behind after the next save | generations found |",
+              "|---:|---:|---:|---:|---|",
+              "| %d | %s | %s | %s | %s |" % (s["kills"], yes(s["kills_lost"]), yes(s["kills_hang"]),
+                                           yes(s["kills_left_behind"]),
+                                           ", ".join("%s: %d" % (g, n) for g, n in sorted(gens.items())))]
+    lines += ["", "## Random byte flips", "",
+              "One byte of a saved %d MiB checkpoint XORed with a random nonzero mask," % MIB,
+              "alternately inside tensor/value data and elsewhere (superblock, object",
+              "headers, attributes, heaps, free space), then loaded with the default",
+              "options. *identical* means the flip hit bytes that nothing reads (the load",
+              "was bit-for-bit right); *error* a clear h5dcp error.", "",
+              "| region | flips | error | identical | silent wrong load |", "|---|---:|---:|---:|---:|"]
+    for region in ("data", "metadata"):
+        lines.append("| %s | %d | %d | %d | %s |" % (region, s["flips_" + region], s["flips_%s_error" % region],
+                                                   s["flips_%s_identical" % region],
+                                                   yes(s["flips_%s_WRONG" % region])))
+    lines += ["", "## Fuzzing", ""]
+    if s["fuzz"]:
+        lines += ["libFuzzer targets in tests/fuzz/ (clang, ASan + UBSan), as run by",
+                  "`scripts/sanitize.sh`:", "", "| target | seconds | executions | crashes |", "|---|---:|---:|---:|"]
+        for name, f in sorted(s["fuzz"].items()):
+            lines.append("| %s | %s | %s | %s |" % (name, f.get("seconds"), f.get("executions"), f.get("crashes")))
+    else:
+        lines.append("No fuzzing statistics were given to this run (see `scripts/sanitize.sh`).")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trial", required=True)
+    ap.add_argument("--mpiexec", default="mpiexec")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--kill-ranks", type=int, default=2)
+    ap.add_argument("--kill-mib", type=int, default=64)
+    ap.add_argument("--flips", type=int, default=200)
+    ap.add_argument("--json")
+    ap.add_argument("--report")
+    ap.add_argument("--fuzz-stats")
+    args = ap.parse_args()
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    lab = Lab(args)
+    cells = run_matrix(lab, args.quick)
+    kills = run_kills(lab, args.kills, args.kill_ranks, args.kill_mib)
+    flips = run_flips(lab, args.flips)
+    fuzz = {}
+    if args.fuzz_stats and os.path.exists(args.fuzz_stats):
+        with open(args.fuzz_stats) as f:
+            fuzz = json.load(f)
+    s = summarize(cells, kills, flips, fuzz)
+    print(json.dumps({k: v for k, v in s.items() if k != "fuzz"}, indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"summary": s, "matrix": cells, "kills": kills, "flips": flips}, f, indent=1)
+    if args.report:
+        write_report(args.report, s, cells, kills, flips, args)
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    return 0 if s["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
