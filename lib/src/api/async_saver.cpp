@@ -46,7 +46,7 @@ struct Job {
   std::string path;
   std::vector<Piece> pieces;
   std::promise<SaveResult> promise;
-  std::vector<detail::ChunkChecksums> checksums;  // filled by the caller while staging
+  bool fits_staging = false;  // every piece fits the staging memory at once
 };
 
 at::TensorOptions staging_options() {
@@ -150,16 +150,36 @@ struct AsyncSaver::Impl {
     try {
       detail::SilenceHdf5Errors silence;
       detail::write_and_publish(comm, j.plan, j.path, [&](detail::ContainerWriter& writer) {
-        for (const auto& piece : j.pieces) {
+        // When the staging memory holds the whole shard there is nothing to
+        // pipeline: writing only once the caller is done keeps its copy
+        // (the time it is blocked) from competing with the write for cores
+        // and memory bandwidth.
+        if (j.fits_staging) {
+          std::unique_lock<std::mutex> lock(mutex);
+          changed.wait(lock, [this] { return staging_done; });
+        }
+        std::optional<detail::SlabHasher> hasher;
+        std::vector<detail::ChunkChecksums> checksums;
+        for (std::size_t i = 0; i < j.pieces.size(); ++i) {
+          const auto& piece = j.pieces[i];
           const auto s = pop();
           if (s.failure) std::rethrow_exception(s.failure);
-          writer.write_block(piece.tensor, piece.box, static_cast<const char*>(staging.data_ptr()) + s.offset);
+          const auto* staged_bytes = static_cast<const char*>(staging.data_ptr()) + s.offset;
+          // Checksummed here, from the staged bytes about to be written
+          // (off the caller's critical path), chunk by chunk.
+          const auto& t = j.plan.tensors[piece.tensor];
+          const auto chunk_index = static_cast<std::size_t>(piece.chunk - t.chunks.data());
+          if (i == 0 || j.pieces[i - 1].chunk != piece.chunk)
+            hasher.emplace(detail::chunk_hasher(j.plan, piece.tensor, chunk_index));
+          hasher->update(staged_bytes, piece.bytes);
+          if (i + 1 == j.pieces.size() || j.pieces[i + 1].chunk != piece.chunk)
+            checksums.push_back({static_cast<std::uint32_t>(piece.tensor), static_cast<std::uint32_t>(chunk_index),
+                                 detail::chunk_slab_rows(j.plan, piece.tensor, chunk_index), hasher->digests()});
+          writer.write_block(piece.tensor, piece.box, staged_bytes);
           ring.release_oldest();
         }
         writer.write_values(comm.rank());
-        // Complete: the caller finished each chunk's digests before pushing
-        // its last piece, which this thread has popped.
-        return j.checksums;
+        return checksums;
       });
       j.promise.set_value(detail::save_result_of(j.plan));
     } catch (...) {
@@ -168,17 +188,13 @@ struct AsyncSaver::Impl {
     }
   }
 
-  // The caller's part: copy every piece into the staging memory, in order,
-  // checksumming the staged bytes (what will be written) chunk by chunk.
+  // The caller's part: copy every piece into the staging memory, in order.
   void stage(Job& j, SavePlanner& planner) {
-    std::optional<detail::SlabHasher> hasher;
     for (std::size_t i = 0; i < j.pieces.size(); ++i) {
       const auto& piece = j.pieces[i];
       try {
         detail::fault_point("async:stage", comm.rank());
         const auto& t = j.plan.tensors[piece.tensor];
-        const auto chunk_index = static_cast<std::size_t>(piece.chunk - t.chunks.data());
-        if (i == 0 || j.pieces[i - 1].chunk != piece.chunk) hasher.emplace(detail::chunk_hasher(j.plan, piece.tensor, chunk_index));
         auto source = detail::resolve_block(planner, t, *piece.chunk);
         for (std::size_t d = 0; d < piece.box.sizes.size(); ++d)
           source = source.narrow(static_cast<std::int64_t>(d), piece.box.offsets[d] - piece.chunk->chunk.offsets[d],
@@ -188,10 +204,6 @@ struct AsyncSaver::Impl {
         auto* staged_bytes = static_cast<char*>(staging.data_ptr()) + *offset;
         auto target = at::from_blob(staged_bytes, piece.box.sizes, at::TensorOptions().dtype(detail::to_scalar_type(t.dtype)));
         target.copy_(source);
-        hasher->update(staged_bytes, piece.bytes);
-        if (i + 1 == j.pieces.size() || j.pieces[i + 1].chunk != piece.chunk)
-          j.checksums.push_back({static_cast<std::uint32_t>(piece.tensor), static_cast<std::uint32_t>(chunk_index),
-                                 detail::chunk_slab_rows(j.plan, piece.tensor, chunk_index), hasher->digests()});
         stats.staged_bytes += piece.bytes;
         push(Staged{*offset, nullptr});
       } catch (...) {
@@ -252,6 +264,9 @@ std::future<SaveResult> AsyncSaver::save(const StateDict& state_dict, const std:
           job->pieces.push_back(Piece{ti, &c, std::move(box), bytes});
         }
   }
+  std::int64_t total = 0;
+  for (const auto& p : job->pieces) total += (p.bytes + 63) / 64 * 64;  // as the ring aligns them
+  job->fits_staging = total <= impl.ring.capacity();
   auto future = job->promise.get_future();
   Job& running = *job;
   {

@@ -74,6 +74,8 @@ ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const G
   check_status(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), "H5Pset_layout");
   // Every element is written by some rank: fill values would only double the I/O.
   check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
+  // No access/modification times: each attribute write would update them.
+  check_status(H5Pset_obj_track_times(dcpl.get(), false), "H5Pset_obj_track_times");
   for (const auto& t : plan.tensors) {
     auto type = hdf5_type(t.dtype);
     const auto space = dataspace_of(t.global_shape);
