@@ -42,6 +42,7 @@ struct Args {
   int small_kib = 16;
   std::int64_t staging_mib = 0;  // 0: this rank's bytes
   bool independent = false;       // h5dcp saves with independent instead of collective writes
+  bool save_only = false;         // only the raw write and the h5dcp save (to measure a knob)
   bool raw_only = false;          // only the raw MPI-IO baseline (to time another MPI-IO component)
 };
 
@@ -178,10 +179,11 @@ int main(int argc, char** argv) {
     else if (arg == "--staging-mib") args.staging_mib = std::stoll(value());
     else if (arg == "--raw-only") args.raw_only = true;
     else if (arg == "--independent") args.independent = true;
+    else if (arg == "--save-only") args.save_only = true;
     else {
       std::printf("usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--dir DIR] [--drop-caches] [--json FILE]\n"
                   "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
-                  "                                 [--independent]\n");
+                  "                                 [--independent] [--save-only]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
@@ -220,6 +222,7 @@ int main(int argc, char** argv) {
     h5dcp::SaveOptions save_options;
     if (args.independent) save_options.io_mode = h5dcp::IoMode::Independent;
     t["save"].push_back(timed([&] { h5dcp::save(saved, ckpt, save_options); }));
+    if (args.save_only) continue;
     drop_caches(args.drop_caches);
     auto same = sharded_state(rows, 0, false);
     t["load"].push_back(timed([&] { h5dcp::load(same, ckpt); }));
@@ -242,8 +245,9 @@ int main(int argc, char** argv) {
   }
   // Memory: what a save adds to a process that holds its shards (and, for
   // the async saver, its staging memory, allocated when it was made).
-  const auto sync_added = args.raw_only ? 0 : added_memory([&] { h5dcp::save(saved, ckpt); });
-  const auto async_added = args.raw_only ? 0 : added_memory([&] { saver.save(saved, args.dir + "/async.h5").get(); });
+  const bool measure_memory = !args.raw_only && !args.save_only;
+  const auto sync_added = !measure_memory ? 0 : added_memory([&] { h5dcp::save(saved, ckpt); });
+  const auto async_added = !measure_memory ? 0 : added_memory([&] { saver.save(saved, args.dir + "/async.h5").get(); });
   std::int64_t peak = status_bytes("VmHWM:");
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
 
@@ -259,8 +263,8 @@ int main(int argc, char** argv) {
       std::printf("%-28s %10.3f %10.3f %14.2f\n", name, seconds, bytes_gb / seconds, (bytes_gb / seconds) / (gb / raw));
     };
     row("raw MPI-IO write + sync", raw, gb);
-    if (!args.raw_only) {
-      row("h5dcp save", median(t["save"]), gb);
+    if (!args.raw_only) row("h5dcp save", median(t["save"]), gb);
+    if (measure_memory) {
       row("h5dcp load", median(t["load"]), gb);
       row("h5dcp resharded load", median(t["reshard"]), gb);
       row("h5dcp async save (total)", median(t["async_total"]), gb);

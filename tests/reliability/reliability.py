@@ -32,8 +32,9 @@ LOAD_PHASES = ["load:metadata", "load:plan", "load:open", "load:read", "load:clo
 # Broadcast steps: only the coordinator (rank 0) works in them.
 COORDINATOR_ONLY = {"save:reserve", "save:commit", "load:metadata"}
 MIB = 8          # data per trial (the kill trials use more)
-TIMEOUT = 2.0    # the deadline the attempts run with
-STALL = 7.0      # > 2 * TIMEOUT + 1: past every deadline
+TIMEOUT = 30.0   # the deadline of throw and kill trials: never reached by a slow (shared) machine
+STALL_TIMEOUT = 1.0  # the deadline of stall trials
+STALL = 4.0      # > 2 * STALL_TIMEOUT + 1: past every deadline
 
 
 def run(cmd, limit, env=None):
@@ -96,7 +97,8 @@ def matrix_cell(lab, op, phase, action, rank, n):
     spec = "%s@%d%s" % (phase, rank, suffix)
     limit = 120 + (STALL if action == "stall" else 0)
     started = time.time()
-    rc, out = run(lab.mpi(n, op, d, str(MIB), spec, str(TIMEOUT)), limit, lab.env)
+    timeout = STALL_TIMEOUT if action == "stall" else TIMEOUT
+    rc, out = run(lab.mpi(n, op, d, str(MIB), spec, str(timeout)), limit, lab.env)
     seconds = time.time() - started
     rows = [r for r in json_lines(out) if "attempt" in r]
     cell = {"op": op, "phase": phase, "action": action, "rank": rank, "ranks": n, "spec": spec,
@@ -263,8 +265,8 @@ def write_report(path, s, cells, kills, flips, args):
              "Every trial first saves generation 1 of a %d MiB state dict (a row-sharded" % MIB,
              "tensor, a replicated one, an int and a string) to `ckpt.h5`, then saves",
              "generation 2 over it (or loads it) with a fault injected through",
-             "`H5DCP_INJECT_FAULT` and a %g s deadline. A separate process then loads" % TIMEOUT,
-             "whatever `ckpt.h5` holds and compares it bit for bit with each generation,",
+             "`H5DCP_INJECT_FAULT` (deadline %g s; %g s in stall trials). A separate" % (TIMEOUT, STALL_TIMEOUT),
+             "process then loads whatever `ckpt.h5` holds and compares it bit for bit with each generation,",
              "and makes one more save to check that it cleans up what the failure left.", "",
              "## Summary", "",
              "| figure | count | must be |", "|---|---:|---:|",
@@ -286,7 +288,7 @@ def write_report(path, s, cells, kills, flips, args):
               "raises an error; every rank must get the same `CheckpointError` naming the",
               "rank and the phase, and the old checkpoint must stay), **kill** (the rank",
               "dies by SIGKILL; mpiexec ends the job; the path must hold the old or the",
-              "new checkpoint, complete), **stall** (the rank sleeps %g s, past the %g s" % (STALL, TIMEOUT),
+              "new checkpoint, complete), **stall** (the rank sleeps %g s, past the %g s" % (STALL, STALL_TIMEOUT),
               "deadline: the others must fail naming it, nobody may wait forever). A",
               "throw on a non-coordinator rank in a broadcast phase (only rank 0 works",
               "there) has nothing to fail: n/a.", "",

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The reliability figures in one command; writes docs/RELIABILITY.md.
+# Runs tests/reliability/reliability.py over fault_trial: the fault matrix
+# (every phase x failing rank x throw/kill/stall, at 2 and 4 ranks), kill -9
+# at random moments of a save loop, random byte flips, and takes the fuzzing
+# figures from build-san/fuzz-stats.json when scripts/sanitize.sh has run.
+# Knobs (environment): KILLS (20), FLIPS (400), WORKDIR (/tmp/h5dcp-reliability).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+build=${H5DCP_BUILD_DIR:-build}
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+/usr/bin/python3 tests/reliability/reliability.py --trial "$build/tests/h5dcp_fault_trial" --mpiexec mpiexec \
+  --workdir "${WORKDIR:-/tmp/h5dcp-reliability}" --kills "${KILLS:-20}" --flips "${FLIPS:-400}" \
+  --json "$build/reliability.json" --report docs/RELIABILITY.md --fuzz-stats build-san/fuzz-stats.json
+echo "wrote docs/RELIABILITY.md"
