@@ -29,6 +29,10 @@ import time
 SAVE_PHASES = ["save:plan", "save:create", "save:reserve", "save:block", "save:write", "save:checksums",
                "save:sync", "save:commit"]
 LOAD_PHASES = ["load:metadata", "load:plan", "load:open", "load:read", "load:close"]
+# A stall while resolving a block happens inside HDF5's collective write.
+STALL_INSIDE_HDF5 = {"save:block"}
+# A stall around the rename: the coordinator may publish after others gave up.
+STALL_AT_COMMIT = {"save:commit"}
 # Broadcast steps: only the coordinator (rank 0) works in them.
 COORDINATOR_ONLY = {"save:reserve", "save:commit", "load:metadata"}
 MIB = 8          # data per trial (the kill trials use more)
@@ -102,7 +106,7 @@ def matrix_cell(lab, op, phase, action, rank, n):
     seconds = time.time() - started
     rows = [r for r in json_lines(out) if "attempt" in r]
     cell = {"op": op, "phase": phase, "action": action, "rank": rank, "ranks": n, "spec": spec,
-            "seconds": round(seconds, 1), "problems": []}
+            "seconds": round(seconds, 1), "problems": [], "reports": rows}
     if rc is None:
         cell["problems"].append("hang")
     after = lab.check(d, MIB)
@@ -127,6 +131,16 @@ def matrix_cell(lab, op, phase, action, rank, n):
                 cell["problems"].append("errors where the fault is ignored: %s" % errors[0]["error"][:200])
         elif len(rows) != n:
             cell["problems"].append("%d of %d ranks reported" % (len(rows), n))
+        elif action == "stall" and not errors and phase in STALL_INSIDE_HDF5:
+            # The stall was inside HDF5's collective write, which has no
+            # deadline: everyone waited, and the save went through, late.
+            cell["outcome"] = "completed late (no deadline inside HDF5's collective write)"
+            if after["generation"] != 2:
+                cell["problems"].append("completed, but the path holds generation %s" % after["generation"])
+        elif action == "stall" and errors and phase in STALL_AT_COMMIT:
+            # The coordinator renamed the file; ranks that gave up waiting
+            # for it cannot know whether it did. The path is whole either way.
+            cell["outcome"] = "%d of %d ranks got an error (commit outcome unknown to them)" % (len(errors), n)
         elif len(errors) != n:
             cell["problems"].append("%d of %d ranks got an error" % (len(errors), n))
         else:
@@ -291,7 +305,14 @@ def write_report(path, s, cells, kills, flips, args):
               "new checkpoint, complete), **stall** (the rank sleeps %g s, past the %g s" % (STALL, STALL_TIMEOUT),
               "deadline: the others must fail naming it, nobody may wait forever). A",
               "throw on a non-coordinator rank in a broadcast phase (only rank 0 works",
-              "there) has nothing to fail: n/a.", "",
+              "there) has nothing to fail: n/a. Two limits show in the stall rows:",
+             "a stall while a rank resolves a block (`save:block`) happens inside",
+             "HDF5's collective write, where no deadline reaches, so everyone waits and",
+             "the save completes late (a rank stalled there forever would hang the",
+             "job: MPI collectives cannot be cancelled); and ranks that give up at",
+             "`save:commit` cannot know whether the coordinator renamed the file: they",
+             "report the timeout, and the path holds the old or the new checkpoint,",
+             "whole, either way.", "",
               "| ranks | op | phase | action | failing rank | outcome | path holds | seconds | problems |",
               "|---:|---|---|---|---:|---|---:|---:|---|"]
     for c in cells:
