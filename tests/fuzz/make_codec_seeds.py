@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the codec fuzz target: valid messages of each
-decoder in lib/src/plan/codec.cpp and lib/src/torch/torch_save_index.cpp,
+decoder in lib/src/plan/codec.cpp, lib/src/torch/torch_save_index.cpp and
+lib/src/plan/param_agreement.cpp,
 in their encoding (lib/src/core/byte_codec.hpp: little-endian fixed-width
 integers; strings and int64 lists prefixed with a uint64 count), each after
 the byte that picks the decoder. Plain Python, no dependencies.
@@ -14,7 +15,7 @@ import sys
 out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus", "codec")
 os.makedirs(out, exist_ok=True)
 
-SAVE_PLAN, GLOBAL_PLAN, METADATA, CHECKSUMS, INDEX, TORCH_INDEX = range(6)
+SAVE_PLAN, GLOBAL_PLAN, METADATA, CHECKSUMS, INDEX, TORCH_INDEX, SIGNATURES = range(7)
 F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL = range(10)
 DICT, LIST = 0, 1
 TENSOR, SHARD, VALUE = 0, 1, 2
@@ -88,6 +89,12 @@ def torch_index():
             + u64(len(values)) + b"".join(values))
 
 
+def signatures():
+    s = [text("layer.weight") + text("float32") + ints([4, 3]), text("layer.bias") + text("float32") + ints([4]),
+         text("step") + text("int64") + ints([])]
+    return u64(len(s)) + b"".join(s)
+
+
 seeds = {
     "save_plan": (SAVE_PLAN, save_plan()),
     "save_plan_empty": (SAVE_PLAN, u64(0) + u64(0)),
@@ -96,6 +103,7 @@ seeds = {
     "checksums": (CHECKSUMS, checksums()),
     "checkpoint_index": (INDEX, index()),
     "torch_index": (TORCH_INDEX, torch_index()),
+    "signatures": (SIGNATURES, signatures()),
 }
 for name, (decoder, message) in seeds.items():
     with open(os.path.join(out, name + ".bin"), "wb") as f:
