@@ -12,6 +12,9 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   python3-torch python3-h5py-mpi python3-numpy
   slurm-wlm munge   # the train job's preemption test runs a one-node Slurm
+  # scripts/sanitize.sh: clang with the ASan/UBSan/libFuzzer runtimes, and
+  # llvm-symbolizer (in llvm-14) for readable sanitizer reports
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 missing=()

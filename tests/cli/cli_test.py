@@ -269,7 +269,14 @@ print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
 
 def peak_bytes(*command):
     """The exit code and peak resident memory of a command (its own process only)."""
-    out = subprocess.run([sys.executable, "-c", MAX_RSS, *command], stdout=subprocess.PIPE, text=True, check=True)
+    env = dict(os.environ)
+    if "ASAN_OPTIONS" in env:
+        # Under AddressSanitizer (scripts/sanitize.sh) freed memory waits in
+        # ASan's quarantine (256 MiB) before it is reused: freed tensors
+        # would count as held. The measured commands run without it.
+        env["ASAN_OPTIONS"] += ":quarantine_size_mb=0"
+    out = subprocess.run([sys.executable, "-c", MAX_RSS, *command], stdout=subprocess.PIPE, text=True, check=True,
+                         env=env)
     code, rss = out.stdout.split()
     return int(code), int(rss)
 

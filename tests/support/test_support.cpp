@@ -101,7 +101,8 @@ bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes())) return false;
   const auto ca = a.contiguous();
   const auto cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.numel() * ca.element_size()) == 0;
+  // (memcmp must not see the null data pointer of an empty tensor, even for 0 bytes)
+  return ca.numel() == 0 || std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.numel() * ca.element_size()) == 0;
 }
 
 std::vector<std::int64_t> uneven_cuts(std::int64_t n, int parts) {

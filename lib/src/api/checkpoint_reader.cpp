@@ -50,7 +50,8 @@ at::Tensor CheckpointReader::read_block(const std::string& fqn, const ChunkStora
   const auto& t = find_tensor_metadata(impl_->index.metadata, fqn);
   bool inside = box.offsets.size() == t.size.size() && box.sizes.size() == t.size.size();
   for (std::size_t d = 0; inside && d < t.size.size(); ++d)
-    inside = box.offsets[d] >= 0 && box.sizes[d] >= 0 && box.offsets[d] + box.sizes[d] <= t.size[d];
+    inside = box.offsets[d] >= 0 && box.sizes[d] >= 0 && box.offsets[d] <= t.size[d] &&
+             box.sizes[d] <= t.size[d] - box.offsets[d];  // no overflow for huge boxes
   if (!inside)
     throw UsageError("h5dcp: block " + detail::describe_box(box) + " is not inside '" + fqn + "' of shape " +
                      detail::describe_shape(t.size));

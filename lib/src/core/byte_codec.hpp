@@ -49,23 +49,25 @@ class ByteReader {
     return value;
   }
   std::string get_string() {
-    const auto n = checked_count(1);
+    const auto n = get_count(1);
     return std::string(take(n), n);
   }
   std::vector<std::int64_t> get_ints() {
-    const auto n = checked_count(sizeof(std::int64_t));
+    const auto n = get_count(sizeof(std::int64_t));
     std::vector<std::int64_t> v(n);
     if (n != 0) std::memcpy(v.data(), take(n * sizeof(std::int64_t)), n * sizeof(std::int64_t));
     return v;
   }
   bool done() const noexcept { return pos_ == in_.size(); }
-
- private:
-  std::size_t checked_count(std::size_t element_size) {
+  /// A count of elements of `element_size` bytes each that follow; throws
+  /// when fewer bytes are left, so a corrupt count never sizes an allocation.
+  std::size_t get_count(std::size_t element_size) {
     const auto n = get<std::uint64_t>();
     if (n > (in_.size() - pos_) / element_size) throw Error("h5dcp: corrupt message (count out of range)");
     return static_cast<std::size_t>(n);
   }
+
+ private:
   const char* take(std::size_t n) {
     if (n > in_.size() - pos_) throw Error("h5dcp: corrupt message (truncated)");
     const char* p = in_.data() + pos_;

@@ -53,7 +53,7 @@ TensorStorageMetadata read_tensor_metadata(hid_t dataset, const std::string& whe
   for (std::size_t i = 0; i < offsets.size(); i += ndim) {
     ChunkStorageMetadata c{{offsets.begin() + i, offsets.begin() + i + ndim}, {sizes.begin() + i, sizes.begin() + i + ndim}};
     for (std::size_t d = 0; d < ndim; ++d)
-      if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] + c.sizes[d] > t.size[d])
+      if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] > t.size[d] || c.sizes[d] > t.size[d] - c.offsets[d])
         throw FormatError("h5dcp: " + where + " lists a chunk " + describe_box(c) + " outside its shape " +
                           describe_shape(t.size));
     t.chunks.push_back(std::move(c));

@@ -28,8 +28,14 @@ std::optional<ChunkStorageMetadata> intersect(const ChunkStorageMetadata& a, con
 std::string describe_box(const ChunkStorageMetadata& box) {
   std::ostringstream out;
   out << "[";
-  for (std::size_t d = 0; d < box.offsets.size(); ++d)
-    out << (d ? ", " : "") << box.offsets[d] << ":" << box.offsets[d] + box.sizes[d];
+  for (std::size_t d = 0; d < box.offsets.size(); ++d) {
+    out << (d ? ", " : "") << box.offsets[d] << ":";
+    std::int64_t end = 0;  // a damaged file's box may not even have an end
+    if (__builtin_add_overflow(box.offsets[d], box.sizes[d], &end))
+      out << box.offsets[d] << "+" << box.sizes[d];
+    else
+      out << end;
+  }
   out << "]";
   return out.str();
 }

@@ -223,7 +223,7 @@ void put_digests(ByteWriter& w, const std::vector<std::uint64_t>& digests) {
 }
 
 std::vector<std::uint64_t> get_digests(ByteReader& r) {
-  std::vector<std::uint64_t> digests(static_cast<std::size_t>(r.get<std::uint64_t>()));
+  std::vector<std::uint64_t> digests(r.get_count(sizeof(std::uint64_t)));
   for (auto& d : digests) d = r.get<std::uint64_t>();
   return digests;
 }

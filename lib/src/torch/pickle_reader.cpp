@@ -1,5 +1,6 @@
 #include "torch/pickle_reader.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -83,9 +84,64 @@ constexpr const char* kSupported =
 
 bool is_builtins(const std::string& module) { return module == "builtins" || module == "__builtin__"; }
 
+// Deeper nesting of lists, tuples and dicts is refused: state dicts nest a
+// few levels, and walks over the objects (and their destructors) recurse.
+constexpr std::size_t kMaxDepth = 1000;
+
 class Unpickler {
  public:
   Unpickler(std::string_view data, const std::string& what) : data_(data), what_(what) {}
+
+  // Through the memo a pickle can put a list inside itself, and a few bytes
+  // per level nest objects deep enough to overflow the stack of recursive
+  // walks and destructors. Every container made is held here until the end:
+  // a pickle whose containers hold themselves or nest deeper than kMaxDepth
+  // is refused, and after any failure dismantle() empties every container,
+  // so that no cycle leaks and no destructor recurses deep.
+  void check_containers() {
+    std::unordered_map<const Object*, std::size_t> depth;  // 0: on the current path
+    struct Frame {
+      const Object* object;
+      std::size_t next = 0;
+      std::size_t below = 0;  // the deepest child's depth
+    };
+    std::vector<Frame> path;
+    for (const auto& root : containers_) {
+      if (depth.count(root.get()) != 0) continue;
+      path.push_back({root.get()});
+      depth[root.get()] = 0;
+      while (!path.empty()) {
+        auto& frame = path.back();
+        const Object* child = child_of(*frame.object, frame.next++);
+        if (child == nullptr) {
+          const auto d = frame.below + 1;
+          if (d > kMaxDepth) fail("objects nest deeper than " + std::to_string(kMaxDepth) + " levels");
+          depth[frame.object] = d;
+          path.pop_back();
+          if (!path.empty()) path.back().below = std::max(path.back().below, d);
+          continue;
+        }
+        if (child->items.empty() && child->entries.empty()) continue;  // a leaf, or an empty container
+        const auto it = depth.find(child);
+        if (it == depth.end()) {
+          depth[child] = 0;
+          path.push_back({child});
+          if (path.size() > kMaxDepth) fail("objects nest deeper than " + std::to_string(kMaxDepth) + " levels");
+        } else if (it->second == 0) {
+          fail(describe(*child) + " contains itself");
+        } else {
+          frame.below = std::max(frame.below, it->second);
+        }
+      }
+    }
+  }
+
+  void dismantle() noexcept {
+    for (auto& c : containers_) {
+      c->items.clear();
+      c->entries.clear();
+    }
+  }
 
   ObjectPtr run() {
     while (true) {
@@ -154,6 +210,19 @@ class Unpickler {
     return items;
   }
   void push(ObjectPtr o) { stack_.push_back(std::move(o)); }
+
+  ObjectPtr container(Kind kind) {
+    containers_.push_back(Object::of(kind));
+    return containers_.back();
+  }
+  // The n-th object `o` holds (items, then dict keys and values), or nullptr.
+  static const Object* child_of(const Object& o, std::size_t n) {
+    if (n < o.items.size()) return o.items[n].get();
+    n -= o.items.size();
+    if (n >= 2 * o.entries.size()) return nullptr;
+    const auto& entry = o.entries[n / 2];
+    return (n % 2 == 0 ? entry.first : entry.second).get();
+  }
 
   void memo_put(std::uint64_t index) { memo_[index] = top(); }
   ObjectPtr memo_get(std::uint64_t index) const {
@@ -285,7 +354,7 @@ class Unpickler {
     const auto& m = callable.module;
     const auto& n = callable.name;
     const auto& a = args.items;
-    if (m == "collections" && n == "OrderedDict" && a.empty()) return Object::of(Kind::Dict);
+    if (m == "collections" && n == "OrderedDict" && a.empty()) return container(Kind::Dict);
     if (m == "torch._utils" && (n == "_rebuild_tensor_v2" || n == "_rebuild_tensor")) return rebuild_tensor(a);
     if (m == "torch._utils" && (n == "_rebuild_parameter" || n == "_rebuild_parameter_with_state")) {
       if (a.empty() || a[0]->kind != Kind::Tensor) fail("a parameter is rebuilt from " + describe(args));
@@ -294,6 +363,8 @@ class Unpickler {
     if (m == "torch._tensor" && n == "_rebuild_from_type_v2") {
       // (func, new_type, args, state): a tensor with Python attributes; we keep the tensor.
       if (a.size() < 3) fail("_rebuild_from_type_v2 has too few arguments");
+      if (a[0]->kind == Kind::Global && a[0]->module == m && a[0]->name == n)
+        fail("_rebuild_from_type_v2 rebuilds with itself");  // torch never does; the recursion has no end
       return call(*a[0], *a[2]);
     }
     if (m == "_codecs" && n == "encode" && a.size() == 2 && a[0]->kind == Kind::Str && a[1]->kind == Kind::Str &&
@@ -309,7 +380,7 @@ class Unpickler {
   }
 
   ObjectPtr tuple_of(std::vector<ObjectPtr> items) {
-    auto t = Object::of(Kind::Tuple);
+    auto t = container(Kind::Tuple);
     t->items = std::move(items);
     return t;
   }
@@ -411,11 +482,11 @@ class Unpickler {
         push(Object::bytes_of(std::string(take(n), n)));
         return;
       }
-      case kEmptyList: push(Object::of(Kind::List)); return;
-      case kEmptyDict: push(Object::of(Kind::Dict)); return;
-      case kEmptyTuple: push(Object::of(Kind::Tuple)); return;
+      case kEmptyList: push(container(Kind::List)); return;
+      case kEmptyDict: push(container(Kind::Dict)); return;
+      case kEmptyTuple: push(container(Kind::Tuple)); return;
       case kList: {
-        auto list = Object::of(Kind::List);
+        auto list = container(Kind::List);
         list->items = pop_mark();
         push(std::move(list));
         return;
@@ -440,7 +511,7 @@ class Unpickler {
         return;
       }
       case kDict: {
-        auto dict = Object::of(Kind::Dict);
+        auto dict = container(Kind::Dict);
         auto pairs = pop_mark();
         set_items(*dict, pairs);
         push(std::move(dict));
@@ -527,10 +598,21 @@ class Unpickler {
   std::vector<std::size_t> marks_;
   std::unordered_map<std::uint64_t, ObjectPtr> memo_;
   std::map<std::string, std::shared_ptr<Storage>> storages_;
+  std::vector<ObjectPtr> containers_;  // every list, tuple and dict made (see check_containers)
 };
 
 }  // namespace
 
-ObjectPtr unpickle(std::string_view data, const std::string& what) { return Unpickler(data, what).run(); }
+ObjectPtr unpickle(std::string_view data, const std::string& what) {
+  Unpickler unpickler(data, what);
+  try {
+    auto result = unpickler.run();
+    unpickler.check_containers();
+    return result;
+  } catch (...) {
+    unpickler.dismantle();
+    throw;
+  }
+}
 
 }  // namespace h5dcp::detail::pickle

@@ -72,7 +72,7 @@ Bytes encode_requests(const std::vector<Request>& requests) {
 
 std::vector<Request> decode_requests(std::string_view bytes) {
   ByteReader r(bytes);
-  std::vector<Request> requests(r.get<std::uint64_t>());
+  std::vector<Request> requests(r.get_count(4 * sizeof(std::uint64_t)));  // each takes at least 4 counts
   for (auto& q : requests) {
     q.item = r.get<std::uint64_t>();
     q.fqn = r.get_string();

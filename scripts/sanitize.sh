@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The sanitizer build and the fuzzers; CI runs it after scripts/test.sh.
+#  1. Builds h5dcp, its tests and apps with clang, AddressSanitizer +
+#     UndefinedBehaviorSanitizer, and the libFuzzer targets of tests/fuzz/,
+#     in ${H5DCP_SAN_BUILD_DIR:-build-san} (one build serves both).
+#  2. Runs the whole CTest suite there (MPI tests included) under the
+#     sanitizers. Fails on any failing test, any sanitizer report (reports go
+#     to $build_dir/sanitizer-logs/, so none is lost in a test that captures
+#     its programs' output), or HDF5 printing its own error stack.
+#  3. Runs each fuzz target for FUZZ_SECONDS (default 60) over its seed corpus
+#     tests/fuzz/corpus/<target>/ (read-only: new inputs go to
+#     $build_dir/fuzz/<target>/corpus/, crash reproducers to
+#     $build_dir/fuzz/<target>/artifacts/), and writes
+#     $build_dir/fuzz-stats.json: per target the seconds run, the inputs
+#     executed and the crashes (any crash fails the script).
+# SANITIZE_SKIP_TESTS=1 skips step 2 (to fuzz only); extra arguments go to
+# the CMake configure step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+scripts/install-deps.sh
+build_dir=${H5DCP_SAN_BUILD_DIR:-build-san}
+fuzz_seconds=${FUZZ_SECONDS:-60}
+fuzz_targets=(codec checkpoint torch_pickle)
+
+# --- 1. build (scripts/build.sh: ccache across checkouts) --------------------
+H5DCP_BUILD_DIR=$build_dir scripts/build.sh -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+  -DH5DCP_SANITIZE=ON -DH5DCP_FUZZ=ON "$@"
+build_dir=$(cd "$build_dir" && pwd)
+
+# --- sanitizer settings, for the tests and the fuzzers -----------------------
+# halt_on_error: the first report ends the program, with exit code 86 (not 1,
+#   which the h5dcp tool's tests expect from `verify` and `diff`).
+# detect_leaks: LeakSanitizer at exit; tests/sanitizers/lsan.supp names the
+#   only leaks ignored, inside MPI's own libraries.
+# detect_odr_violation is left on: LibTorch is not instrumented and causes none.
+sanitizer_common=halt_on_error=1:exitcode=86:print_summary=1
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:$sanitizer_common
+export UBSAN_OPTIONS=print_stacktrace=1:$sanitizer_common
+export LSAN_OPTIONS=suppressions=$repo/tests/sanitizers/lsan.supp:print_suppressions=0
+# Every process that may call MPI gets tests/sanitizers/mpi_leak_stacks.c, so
+# that OpenMPI's leaks name OpenMPI's libraries with ASan's fast unwinder
+# (fast_unwind_on_malloc=0 would do it too, at 3x the time).
+preload=$build_dir/tests/libh5dcp_mpi_leak_stacks.so
+# Stacks with function names and lines (llvm-14's symbolizer, which ASan would
+# not find on PATH under this name).
+if [ -x /usr/lib/llvm-14/bin/llvm-symbolizer ]; then export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer; fi
+failed=0
+
+# --- 2. the test suite under the sanitizers ----------------------------------
+if [ "${SANITIZE_SKIP_TESTS:-0}" != 1 ]; then
+  logs=$build_dir/sanitizer-logs
+  rm -rf "$logs" && mkdir -p "$logs"
+  start=$(date +%s)
+  set +e
+  ( cd "$build_dir"
+    LD_PRELOAD=$preload ASAN_OPTIONS=$ASAN_OPTIONS:log_path=$logs/asan \
+      UBSAN_OPTIONS=$UBSAN_OPTIONS:log_path=$logs/ubsan ctest --output-on-failure --parallel "$(nproc)" --timeout 900 )
+  ctest_status=$?
+  set -e
+  echo "sanitize.sh: the test suite ran $(( $(date +%s) - start )) s under ASan+UBSan"
+  [ "$ctest_status" -eq 0 ] || failed=1
+  if grep -q "HDF5-DIAG" "$build_dir/Testing/Temporary/LastTest.log"; then
+    echo "sanitize.sh: HDF5 printed its own error stack (HDF5-DIAG) during the tests:" >&2
+    grep -n -m5 "HDF5-DIAG" "$build_dir/Testing/Temporary/LastTest.log" >&2
+    failed=1
+  fi
+  if [ -n "$(ls -A "$logs")" ]; then
+    echo "sanitize.sh: sanitizer reports during the tests ($logs):" >&2
+    for f in "$logs"/*; do echo "--- $f" >&2; head -n 60 "$f" >&2; done
+    failed=1
+  fi
+fi
+
+# --- 3. the fuzzers ------------------------------------------------------------
+# The checkpoint target calls MPI_Init (a singleton, no mpiexec): the
+# environment of the MPI tests (ROMIO, running as root in containers).
+export OMPI_MCA_io=romio321 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+stats=()
+for target in "${fuzz_targets[@]}"; do
+  work=$build_dir/fuzz/$target
+  mkdir -p "$work/corpus"
+  rm -rf "$work/artifacts" && mkdir -p "$work/artifacts"
+  start=$(date +%s)
+  set +e
+  # The scratch corpus first (libFuzzer writes new inputs only there), then
+  # the committed seeds; -timeout: an input running 60 s counts as a crash.
+  ( cd "$work" && LD_PRELOAD=$preload "$build_dir/tests/fuzz/h5dcp_fuzz_$target" -max_total_time="$fuzz_seconds" -timeout=60 \
+      -print_final_stats=1 -artifact_prefix=artifacts/ corpus "$repo/tests/fuzz/corpus/$target" ) \
+    >"$work/fuzz.log" 2>&1
+  status=$?
+  set -e
+  seconds=$(( $(date +%s) - start ))
+  executions=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$work/fuzz.log" | tail -n1)
+  crashes=$(find "$work/artifacts" -type f | wc -l)
+  if [ "$status" -ne 0 ] && [ "$crashes" -eq 0 ]; then crashes=1; fi  # died without writing a reproducer
+  echo "sanitize.sh: fuzz $target: ${executions:-0} inputs in $seconds s, $crashes crashes (log: $work/fuzz.log)"
+  if [ "$crashes" -ne 0 ]; then
+    tail -n 60 "$work/fuzz.log" >&2
+    ls "$work/artifacts" >&2
+    failed=1
+  fi
+  if grep -q "HDF5-DIAG" "$work/fuzz.log"; then
+    echo "sanitize.sh: HDF5 printed its own error stack while fuzzing $target:" >&2
+    grep -n -m5 "HDF5-DIAG" "$work/fuzz.log" >&2
+    failed=1
+  fi
+  stats+=("$(printf '"%s": {"seconds": %d, "max_total_time": %d, "executions": %d, "crashes": %d, "seeds": %d}' \
+    "$target" "$seconds" "$fuzz_seconds" "${executions:-0}" "$crashes" \
+    "$(find "$repo/tests/fuzz/corpus/$target" -type f | wc -l)")")
+done
+{
+  echo "{"
+  for i in "${!stats[@]}"; do
+    sep=","; [ "$i" -eq $(( ${#stats[@]} - 1 )) ] && sep=""
+    echo "  ${stats[$i]}$sep"
+  done
+  echo "}"
+} >"$build_dir/fuzz-stats.json"
+cat "$build_dir/fuzz-stats.json"
+
+if [ "$failed" -ne 0 ]; then
+  echo "sanitize.sh: FAILED" >&2
+  exit 1
+fi
+echo "sanitize.sh: all tests passed under ASan+UBSan; the fuzzers found no crash"
