@@ -5,6 +5,8 @@
 # at random moments of a save loop, random byte flips, and takes the fuzzing
 # figures from build-san/fuzz-stats.json when scripts/sanitize.sh has run.
 # Knobs (environment): KILLS (20), FLIPS (400), WORKDIR (/tmp/h5dcp-reliability).
+# To refresh only the fuzzing figures of an earlier run: reliability.py
+#   --report-from build/reliability.json --fuzz-stats build-san/fuzz-stats.json --report docs/RELIABILITY.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

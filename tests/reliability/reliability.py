@@ -356,9 +356,9 @@ def write_report(path, s, cells, kills, flips, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--trial", required=True)
+    ap.add_argument("--trial")
     ap.add_argument("--mpiexec", default="mpiexec")
-    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--workdir")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--kill-ranks", type=int, default=2)
@@ -367,7 +367,18 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--report")
     ap.add_argument("--fuzz-stats")
+    ap.add_argument("--report-from", help="rewrite --report from the --json of an earlier run (new fuzz stats)")
     args = ap.parse_args()
+    if args.report_from:
+        with open(args.report_from) as f:
+            saved = json.load(f)
+        fuzz = {}
+        if args.fuzz_stats and os.path.exists(args.fuzz_stats):
+            with open(args.fuzz_stats) as f:
+                fuzz = json.load(f)
+        s = summarize(saved["matrix"], saved["kills"], saved["flips"], fuzz)
+        write_report(args.report, s, saved["matrix"], saved["kills"], saved["flips"], args)
+        return 0 if s["ok"] else 1
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     lab = Lab(args)
