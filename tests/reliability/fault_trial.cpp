@@ -20,6 +20,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -110,6 +111,15 @@ void report(const char* what, const std::string& error_step, const std::string& 
   std::fflush(stdout);
 }
 
+// After a deadline expired the communicator is unusable and HDF5 still holds
+// the abandoned file (closing it is collective): the process must end
+// without MPI_Finalize, whose HDF5 cleanup would try to close it. That is
+// what "the job should be restarted" in the error asks of a program.
+[[noreturn]] void end_after_timeout() {
+  std::fflush(stdout);
+  std::_Exit(0);
+}
+
 template <typename Fn>
 void attempt(const char* what, Fn&& fn) {
   try {
@@ -119,6 +129,7 @@ void attempt(const char* what, Fn&& fn) {
     std::string failing;
     for (const auto& [r, m] : e.failures()) failing += (failing.empty() ? "" : ", ") + std::to_string(r);
     report(what, e.step(), e.what(), failing);
+    if (std::string(e.what()).find("the job should be restarted") != std::string::npos) end_after_timeout();
   } catch (const std::exception& e) {
     report(what, "(not a CheckpointError)", e.what(), "");
   }
