@@ -27,6 +27,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -115,8 +116,12 @@ void report(const char* what, const std::string& error_step, const std::string& 
 // the abandoned file (closing it is collective): the process must end
 // without MPI_Finalize, whose HDF5 cleanup would try to close it. That is
 // what "the job should be restarted" in the error asks of a program.
+// The other ranks time out within twice the deadline (and a stalled rank
+// wakes up later still): they get time to report before this process ends,
+// since mpiexec ends the whole job when one process exits unfinalized.
 [[noreturn]] void end_after_timeout() {
   std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(12));
   std::_Exit(0);
 }
 
