@@ -1,6 +1,7 @@
 #include "core/durable_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <random>
 
+#include "core/deferred_removal.hpp"
 #include "core/fault_injection.hpp"
 #include "h5dcp/error.hpp"
 
@@ -37,13 +39,13 @@ std::string temporary_sibling(const std::string& path) {
   char suffix[17];
   std::snprintf(suffix, sizeof suffix, "%08x%08x", entropy(), entropy());
   return (dir == "." && path.find('/') == std::string::npos ? std::string() : dir + "/") + "." + name +
-         ".h5dcp-partial." + suffix;
+         std::string(kPartialMarker) + suffix;
 }
 
 int remove_partial_siblings(const std::string& path) noexcept {
   try {
     const auto [dir, name] = split_path(path);
-    const std::string prefix = "." + name + ".h5dcp-partial.";
+    const std::string prefix = "." + name + std::string(kPartialMarker);
     int removed = 0;
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
       if (entry.path().filename().string().rfind(prefix, 0) != 0) continue;
@@ -84,15 +86,37 @@ int write_fully(int fd, const void* data, std::size_t size) noexcept {
   return 0;
 }
 
+namespace {
+
+// A second name for the large file at `path`, if there is one and the file
+// system allows hard links; "" otherwise.
+std::string retire(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_size < kBackgroundRemovalBytes) return {};
+  auto retired = temporary_sibling(path);
+  return ::link(path.c_str(), retired.c_str()) == 0 ? retired : std::string();
+}
+
+}  // namespace
+
 void publish_by_rename(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) throw_errno("renaming '" + from + "' to '" + to + "'", errno);
+  const auto retired = retire(to);
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    const int error = errno;
+    if (!retired.empty()) remove_quietly(retired);  // `to` still has its first name
+    throw_errno("renaming '" + from + "' to '" + to + "'", error);
+  }
   const auto dir = split_path(to).first;
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw_errno("opening the directory '" + dir + "' to fsync it", errno);
   const int rc = ::fsync(fd);
   const int error = errno;
   ::close(fd);
+  // Not durable yet: the replaced file keeps its second name, for the next
+  // save to this path to remove, rather than being unlinked before the
+  // rename is on disk.
   if (rc != 0) throw_errno("fsync of the directory '" + dir + "'", error);
+  if (!retired.empty()) remove_in_background(retired);
 }
 
 void reserve_space(const std::string& path, std::int64_t bytes) {

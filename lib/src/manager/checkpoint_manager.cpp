@@ -38,7 +38,6 @@ constexpr std::string_view kPrefix = "step-";
 constexpr std::string_view kSuffix = ".h5";
 constexpr const char* kPointer = "latest";
 constexpr std::string_view kPointerTemp = ".latest.tmp.";
-constexpr std::string_view kPartialMarker = ".h5dcp-partial.";
 
 std::string file_name_for(std::int64_t step) {
   char digits[32];
@@ -87,7 +86,7 @@ std::vector<std::int64_t> list_steps(const std::string& dir) {
 
 bool is_orphan(const std::string& name) {
   if (name.empty() || name[0] != '.') return false;
-  return name.find(kPartialMarker) != std::string::npos || name.compare(0, kPointerTemp.size(), kPointerTemp) == 0;
+  return name.find(detail::kPartialMarker) != std::string::npos || name.compare(0, kPointerTemp.size(), kPointerTemp) == 0;
 }
 
 std::optional<std::string> read_pointer(const std::string& dir) {
