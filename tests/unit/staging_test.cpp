@@ -62,6 +62,19 @@ TEST(StagingRing, HandsOutRoomInOrderAndWrapsAround) {
   EXPECT_THROW(ring.reserve(300), UsageError);
 }
 
+TEST(StagingRing, FitsAtOnceCountsTheAlignmentReserveUses) {
+  StagingRing ring(256);
+  EXPECT_TRUE(ring.fits_at_once({}));
+  EXPECT_TRUE(ring.fits_at_once({64, 64, 64, 64}));
+  EXPECT_TRUE(ring.fits_at_once({256}));
+  EXPECT_FALSE(ring.fits_at_once({257}));
+  // 1 + 1 + 1 + 1 + 1 bytes are 5 aligned slots of 64: more than 256.
+  EXPECT_TRUE(ring.fits_at_once({1, 1, 1, 1}));
+  EXPECT_FALSE(ring.fits_at_once({1, 1, 1, 1, 1}));
+  // What fits_at_once promises, reserve delivers without waiting.
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(ring.reserve(1).has_value());
+}
+
 TEST(StagingRing, ReserveWaitsForARelease) {
   StagingRing ring(128);
   EXPECT_EQ(ring.reserve(128), 0);

@@ -264,9 +264,9 @@ std::future<SaveResult> AsyncSaver::save(const StateDict& state_dict, const std:
           job->pieces.push_back(Piece{ti, &c, std::move(box), bytes});
         }
   }
-  std::int64_t total = 0;
-  for (const auto& p : job->pieces) total += (p.bytes + 63) / 64 * 64;  // as the ring aligns them
-  job->fits_staging = total <= impl.ring.capacity();
+  std::vector<std::int64_t> piece_bytes;
+  for (const auto& p : job->pieces) piece_bytes.push_back(p.bytes);
+  job->fits_staging = impl.ring.fits_at_once(piece_bytes);
   auto future = job->promise.get_future();
   Job& running = *job;
   {

@@ -108,8 +108,8 @@ void write_and_publish(const Comm& c, const GlobalSavePlan& plan, const std::str
       return Bytes();
     });
     c.broadcast("save:commit", [&] {
-      // Injected before the rename too (Comm's point comes after the map):
-      // a commit that fails must fail before it publishes.
+      // Placed before the rename (Comm's would come after the map, and then
+      // does not fire): a commit that fails must fail before it publishes.
       fault_point("save:commit", c.rank());
       publish_by_rename(plan.temp_path, path);
       return Bytes();

@@ -406,6 +406,7 @@ Bytes Comm::run_map(std::string_view step, const std::function<Bytes()>& map) co
   arrive(step);
   const double arrived = trace ? seconds_now() : 0;
   auto tagged = run_tagged(rank_, [&] {
+    begin_fault_step();
     auto result = map();
     if (trace)
       std::fprintf(stderr, "[h5dcp trace] rank %d %-16s waited %.4f s, worked %.4f s\n", rank_, current_step_.c_str(),
@@ -414,7 +415,7 @@ Bytes Comm::run_map(std::string_view step, const std::function<Bytes()>& map) co
     // getenv when not injecting). It fires after this rank's work in the
     // step: a rank that skipped collective HDF5 calls inside `map` would
     // leave the others waiting in them, where no deadline reaches.
-    fault_point(step, rank_);
+    fault_point_after_step(step, rank_);
     return result;
   });
   arrive(step);

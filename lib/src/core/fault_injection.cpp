@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "h5dcp/error.hpp"
 
@@ -34,9 +35,23 @@ std::optional<std::string_view> requested_action(std::string_view point, int ran
   return std::nullopt;
 }
 
+// The points this thread passed since its current collective step began.
+thread_local std::vector<std::string> passed_in_step;
+
 }  // namespace
 
+void begin_fault_step() { passed_in_step.clear(); }
+
+void fault_point_after_step(std::string_view step, int rank) {
+  for (const auto& p : passed_in_step)
+    if (p == step) return;
+  fault_point(step, rank);
+}
+
 void fault_point(std::string_view point, int rank) {
+  bool known = false;
+  for (const auto& p : passed_in_step) known = known || p == point;
+  if (!known) passed_in_step.emplace_back(point);  // a step passes few distinct points
   const auto action = requested_action(point, rank);
   if (!action) return;
   if (action->empty())

@@ -13,7 +13,7 @@
 // "save:checksums", "save:sync", "save:commit", "load:metadata", "load:plan",
 // "load:open", "load:read", "load:commit", ...: Comm runs fault_point in
 // every step, after the rank's own work in it, so that no rank skips a
-// collective HDF5 call), plus "save:block" (resolving each block to write),
+// collective HDF5 call, unless the step placed that point earlier itself), plus "save:block" (resolving each block to write),
 // "async:stage" (staging each piece) and "posix:write" (our own POSIX write
 // loop, where "!short" makes every write(2) return after a few bytes).
 // In a broadcast step ("save:reserve", "save:commit", "load:metadata") only
@@ -29,6 +29,13 @@ namespace h5dcp::detail {
 /// kills this process when H5DCP_INJECT_FAULT asks for it at this point and
 /// rank; does nothing otherwise (or for "!short", see short_write_requested).
 void fault_point(std::string_view point, int rank);
+
+/// Comm's part: a collective step begins on this thread ...
+void begin_fault_step();
+/// ... and this rank's work in it is done: fires the point named after the
+/// step, unless the work passed that point itself (save:commit does, before
+/// its rename), so that one step fires its point once.
+void fault_point_after_step(std::string_view step, int rank);
 
 /// Whether H5DCP_INJECT_FAULT asks for short writes at this point and rank.
 bool short_write_requested(std::string_view point, int rank);

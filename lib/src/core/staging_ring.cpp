@@ -41,6 +41,15 @@ std::optional<std::int64_t> StagingRing::reserve(std::int64_t bytes) {
   }
 }
 
+bool StagingRing::fits_at_once(const std::vector<std::int64_t>& sizes) const noexcept {
+  std::int64_t total = 0;
+  for (const auto bytes : sizes) {
+    total += aligned(bytes);
+    if (total > capacity_) return false;
+  }
+  return true;
+}
+
 void StagingRing::release_oldest() {
   {
     std::lock_guard<std::mutex> lock(mutex_);

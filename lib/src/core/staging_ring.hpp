@@ -8,6 +8,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 namespace h5dcp::detail {
 
@@ -18,6 +19,9 @@ class StagingRing {
   /// Room for `bytes` (at most the capacity), contiguous: blocks until the
   /// background has released enough. nullopt once abort() was called.
   std::optional<std::int64_t> reserve(std::int64_t bytes);
+  /// Whether pieces of these sizes, reserved one after another, all fit at
+  /// once (as reserve() lays them out, alignment included).
+  bool fits_at_once(const std::vector<std::int64_t>& sizes) const noexcept;
   /// Gives back the oldest reservation.
   void release_oldest();
   /// Wakes and fails every reserve() until reset().
