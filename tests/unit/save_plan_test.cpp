@@ -34,6 +34,23 @@ std::string error_of(const std::vector<SavePlan>& plans) {
   return "";
 }
 
+TEST(ChunkGeometry, ContiguousInTheFileMeansRowBlocks) {
+  const Shape matrix{8, 4};
+  EXPECT_TRUE(is_contiguous_in({{2, 0}, {3, 4}}, matrix));   // rows
+  EXPECT_TRUE(is_contiguous_in({{0, 0}, {8, 4}}, matrix));   // all of it
+  EXPECT_TRUE(is_contiguous_in({{3, 1}, {1, 2}}, matrix));   // part of one row
+  EXPECT_TRUE(is_contiguous_in({{0, 0}, {0, 4}}, matrix));   // empty
+  EXPECT_FALSE(is_contiguous_in({{0, 0}, {8, 2}}, matrix));  // columns
+  EXPECT_FALSE(is_contiguous_in({{3, 1}, {2, 2}}, matrix));  // a 2 x 2 tile
+  const Shape cube{4, 5, 6};
+  EXPECT_TRUE(is_contiguous_in({{1, 0, 0}, {2, 5, 6}}, cube));
+  EXPECT_TRUE(is_contiguous_in({{1, 2, 0}, {1, 3, 6}}, cube));
+  EXPECT_TRUE(is_contiguous_in({{1, 2, 3}, {1, 1, 2}}, cube));
+  EXPECT_FALSE(is_contiguous_in({{1, 2, 0}, {2, 3, 6}}, cube));
+  EXPECT_FALSE(is_contiguous_in({{1, 2, 3}, {1, 2, 2}}, cube));
+  EXPECT_TRUE(is_contiguous_in({{}, {}}, Shape{}));  // a 0-d tensor
+}
+
 TEST(SavePlan, RowShardsTileAndKeepTheirWriters) {
   const std::vector<SavePlan> plans{{{shard("w", {10, 4}, {0, 0}, {6, 4})}}, {{shard("w", {10, 4}, {6, 0}, {4, 4})}}};
   const auto plan = create_global_save_plan(plans);

@@ -14,8 +14,12 @@ class LoadPlanner;
 
 /// How ranks write their shards into the shared datasets.
 enum class IoMode {
-  Collective,   ///< MPI-IO collective writes: two-phase I/O aggregates interleaved shards
-  Independent,  ///< each rank writes its own hyperslabs on its own
+  /// MPI-IO collective writes where they help: for tensors whose blocks are
+  /// scattered through the file (column or grid shards), two-phase I/O
+  /// aggregates them. Tensors with one writer, or whose every block is one
+  /// contiguous range of the file (row shards), are written independently.
+  Collective,
+  Independent,  ///< each rank writes its own hyperslabs on its own, always
 };
 
 struct SaveOptions {

@@ -152,10 +152,16 @@ void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource
   for (std::size_t ti = 0; ti < plan_.tensors.size(); ++ti) {
     const auto& t = plan_.tensors[ti];
     const hid_t dataset = tensor_datasets_[ti].get();
-    // A tensor with one writer gains nothing from collective I/O (there is
-    // nothing to aggregate) but would cost every rank a synchronizing call:
-    // thousands of small replicated tensors are written independently.
-    const bool tensor_collective = collective && t.chunks.size() > 1;
+    // Collective I/O aggregates blocks that are scattered through the file
+    // (column or grid shards). A tensor with one writer, or whose every
+    // block is one contiguous range (row shards), has nothing to aggregate:
+    // two-phase I/O would only add rounds of exchanges and synchronizing
+    // calls (measured at 1 GiB, 2 ranks: independent row-block writes were
+    // 0.83-0.84 s per save in three runs, collective 0.88-1.6 s).
+    const bool scattered = std::any_of(t.chunks.begin(), t.chunks.end(), [&](const PlannedChunk& c) {
+      return !is_contiguous_in(c.chunk, t.global_shape);
+    });
+    const bool tensor_collective = collective && t.chunks.size() > 1 && scattered;
     const auto& dxpl = tensor_collective ? collective_dxpl : independent_dxpl;
     // In collective mode every rank makes the same number of H5Dwrite calls
     // per dataset: as many as the busiest writer of that dataset.

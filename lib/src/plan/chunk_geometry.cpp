@@ -13,6 +13,18 @@ std::int64_t volume(const Shape& sizes) {
   return std::accumulate(sizes.begin(), sizes.end(), std::int64_t{1}, std::multiplies<>());
 }
 
+bool is_contiguous_in(const ChunkStorageMetadata& box, const Shape& global) {
+  if (volume(box.sizes) == 0) return true;
+  // From the last dimension back: whole dimensions, then at most one cut
+  // one, then only dimensions of size 1.
+  std::size_t d = global.size();
+  while (d > 0 && box.sizes[d - 1] == global[d - 1]) --d;
+  if (d == 0) return true;  // the whole array
+  --d;                      // the cut dimension: any size
+  while (d > 0 && box.sizes[d - 1] == 1) --d;
+  return d == 0;
+}
+
 std::optional<ChunkStorageMetadata> intersect(const ChunkStorageMetadata& a, const ChunkStorageMetadata& b) {
   ChunkStorageMetadata out;
   for (std::size_t d = 0; d < a.offsets.size(); ++d) {

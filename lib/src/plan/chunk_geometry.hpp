@@ -19,6 +19,12 @@ std::int64_t volume(const Shape& sizes);
 /// empty.
 std::optional<ChunkStorageMetadata> intersect(const ChunkStorageMetadata& a, const ChunkStorageMetadata& b);
 
+/// Whether `box`, inside a row-major array of shape `global`, is one
+/// contiguous range of its elements: every dimension after the first one it
+/// cuts is whole, every dimension before it has size 1 (row blocks are; a
+/// column block of a matrix with several rows is not). Empty boxes are.
+bool is_contiguous_in(const ChunkStorageMetadata& box, const Shape& global);
+
 /// "[0:4, 2:6]" — half-open ranges per dimension, for error messages.
 std::string describe_box(const ChunkStorageMetadata& box);
 
