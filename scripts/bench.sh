@@ -34,9 +34,9 @@ if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 echo "== h5dcp-bench (ROMIO), $RANKS ranks, $GIB GiB, $REPS reps"
 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" \
   --json "$out/h5dcp.json" "${drop[@]}"
-echo "== knobs: independent writes; ROMIO data sieving and collective buffering off (hints file)"
-OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" \
-  --save-only --independent --json "$out/independent.json" | grep "h5dcp save"
+echo "== knobs: early write-back off; ROMIO data sieving and collective buffering off (hints file)"
+H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/apps/h5dcp-bench" \
+  --gib "$GIB" --reps "$REPS" --dir "$DIR" --save-only --json "$out/no-writeback.json" | grep "h5dcp save"
 printf 'romio_ds_write disable\nromio_cb_write disable\n' > "$out/romio-hints"
 ROMIO_HINTS="$out/romio-hints" OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x ROMIO_HINTS "$build/apps/h5dcp-bench" \
   --gib "$GIB" --reps "$REPS" --dir "$DIR" --save-only --json "$out/hints.json" | grep "h5dcp save"

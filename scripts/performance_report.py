@@ -23,8 +23,12 @@ gb = h["gb"]
 s = h["median_seconds"]
 bw = lambda seconds, size=gb: size / seconds
 raw_romio, raw_ompio = bw(s["raw"]), bw(ompio["median_seconds"]["raw"])
+raw_independent = bw(s["raw_independent"]) if "raw_independent" in s else 0
+raw_best = max(raw_romio, raw_independent)
 rows = [
-    ("raw MPI-IO write + fsync (ROMIO, the default)", s["raw"], raw_romio),
+    ("raw MPI-IO write + fsync (ROMIO, the default; MPI_File_write_at_all)", s["raw"], raw_romio),
+    ("raw MPI-IO write + fsync (ROMIO, independent MPI_File_write_at)", s.get("raw_independent"),
+     raw_independent or None),
     ("raw MPI-IO write + fsync (OMPIO)", ompio["median_seconds"]["raw"], raw_ompio),
     ("h5dcp save", s["save"], bw(s["save"])),
     ("h5dcp load (same sharding)", s["load"], bw(s["load"])),
@@ -48,11 +52,11 @@ rows = [
 
 # Knobs measured in the same run (save only, medians, each beside its own raw write).
 knobs = []
-for name, file in (("independent writes (IoMode::Independent)", "independent.json"),
+for name, file in (("early write-back off (H5DCP_WRITEBACK_MIB=0)", "no-writeback.json"),
                    ("ROMIO hints romio_ds_write=disable, romio_cb_write=disable", "hints.json")):
     try:
         k = json.load(open(f"{results}/{file}"))["median_seconds"]
-        knobs.append((name, k["save"], k["raw"]))
+        knobs.append((name, k["save"], k["raw"], k.get("raw_independent")))
     except (OSError, KeyError):
         pass
 
@@ -77,8 +81,8 @@ def verdict(ok):
 
 mem_limit = 0.10 * (h["shard_bytes"] + h["staging_bytes"])
 targets = [
-    ("save ≥ 0.9 × raw MPI-IO write (ROMIO: OMPIO is not trusted)", f"{bw(s['save']) / raw_romio:.2f} ×",
-     bw(s["save"]) >= 0.9 * raw_romio),
+    ("save ≥ 0.9 × raw MPI-IO write (the faster ROMIO write, collective or independent; OMPIO is not trusted)",
+     f"{bw(s['save']) / raw_best:.2f} ×", bw(s["save"]) >= 0.9 * raw_best),
     ("save not slower than DCP", f"{dcp_s['SAVE'] / s['save']:.2f} × DCP's speed" if "SAVE" in dcp_s else "n/a",
      "SAVE" in dcp_s and s["save"] <= dcp_s["SAVE"]),
     ("load ≥ 2 × DCP load", f"{dcp_s['LOAD'] / s['load']:.2f} ×" if "LOAD" in dcp_s else "n/a",
@@ -129,10 +133,12 @@ for name, value, ok in targets:
     lines.append(f"| {name} | {value} | {verdict(ok)} |")
 if knobs:
     lines += ["", "## Knobs measured in this run", "",
-              f"| h5dcp save with | seconds | vs default save ({s['save']:.3f} s) | raw write in that run |",
+              f"| h5dcp save with | seconds | vs default save ({s['save']:.3f} s) "
+              "| raw write in that run, collective / independent |",
               "|---|---:|---:|---:|"]
-    for name, sec, raw in knobs:
-        lines.append(f"| {name} | {sec:.3f} | {s['save'] / sec:.2f} × the speed | {raw:.3f} |")
+    for name, sec, raw, raw_ind in knobs:
+        ind = f"{raw_ind:.3f}" if raw_ind else "n/a"
+        lines.append(f"| {name} | {sec:.3f} | {s['save'] / sec:.2f} × the speed | {raw:.3f} / {ind} |")
 if traced:
     steps = [st for st, _, _ in next(iter(traced.values()))]
     lines += ["", "## Where the time goes (rank 0, one traced run, seconds worked per step)", "",
@@ -153,8 +159,14 @@ lines += [
     "  first (on ext4 mounted with `discard`, as here, freeing a GiB keeps the",
     "  disk busy for a quarter second, which otherwise lands in whichever case",
     "  comes next: it made the async save look 3 × slower than the sync one).",
-    "- **Save vs the raw write.** The raw baseline is one `MPI_File_write_at_all`",
-    "  per tensor plus `MPI_File_sync`, into a new file. An h5dcp save adds the",
+    "- **Save vs the raw write.** The issue's raw baseline is one",
+    "  `MPI_File_write_at_all` per tensor plus `MPI_File_sync`, into a new",
+    "  file; the same with `MPI_File_write_at` (each rank on its own) is",
+    "  measured too, and the target is taken against the faster of the two:",
+    "  for row blocks the collective write only adds ROMIO's two-phase",
+    "  rounds and is the slower, noisier one here (see the next point). The",
+    "  knob rows carry their own raw write, a second and third sample of the",
+    "  ratio. An h5dcp save adds the",
     "  collective plan, creating the file, its datasets and attributes,",
     "  reserving the space (posix_fallocate, so that a full disk fails before",
     "  any data is written), the XXH3 checksums of every byte, the checksum",
@@ -167,9 +179,7 @@ lines += [
     "  (`copy_folio_from_iter_atomic`). The write step's own time varies by",
     "  10 × between saves with the same data: the kernel throttles writers",
     "  when dirty pages pile up (measured per 128 MiB block: 0.03 s to 1.2 s).",
-    "  Starting write-back after each 128 MiB block (`sync_file_range`) was",
-    "  tried on the async save: its fsync step shrank to 0.05-0.08 s and its",
-    "  write step grew by as much; not kept.",
+    "  Early write-back (below) takes the disk write out of the fsync.",
     "- **Collective or independent writes.** Each rank's block of a",
     "  row-sharded tensor is one contiguous range of the file: two-phase",
     "  collective I/O has nothing to aggregate there and only adds rounds of",
@@ -180,8 +190,19 @@ lines += [
     "  collective buffering and data sieving turned off 0.86-0.96 s. So",
     "  `IoMode::Collective` now writes collectively only tensors whose blocks",
     "  are scattered through the file (column or grid shards, which the",
-    "  interleaved-shards test covers); the \"independent writes\" knob row",
-    "  above is therefore the same code path as the default for this data.",
+    "  interleaved-shards test covers).",
+    "- **Early write-back.** A save used to be the copy into the page cache",
+    "  (`save:write`) followed by the disk write (the fsync in `save:sync`),",
+    "  one after the other. The writer now asks the kernel to start writing",
+    "  the file back every 32 MiB it writes (`sync_file_range` with",
+    "  `SYNC_FILE_RANGE_WRITE`, which does not wait; `core/early_writeback`),",
+    "  so the disk works while the copy goes on, and the fsync at the end",
+    "  finds little left. Measured alternately, 1 GiB, 2 ranks, five saves",
+    "  per run: sync saves 0.55-0.64 s with it (5 of 6 runs; one 1.2 s)",
+    "  against 0.79-0.86 s without (one 1.04 s); async saves 0.70-0.79 s",
+    "  against 0.89-1.27 s. The knob row above turns it off in this run",
+    "  (`H5DCP_WRITEBACK_MIB=0`). The raw baselines do not do this (they are",
+    "  plain MPI-IO), which is how a save can be faster than the raw write.",
     "- **A save that replaces a checkpoint** at the same path used to pay for",
     "  freeing the old file's blocks inside its commit step: 0.25-0.33 s per",
     "  GiB here (the rename drops the last link; ext4 with `discard`). The",
@@ -226,13 +247,19 @@ lines += [
     "  writes, the 1.8 file format (needed for large checksum attributes),",
     "  compact binary plan exchange, independent writes for row shards and",
     "  single-writer tensors, no object times, background removal of",
-    "  replaced files.",
+    "  replaced files, early write-back.",
     "  Measured in this run (table above): independent writes for sharded",
-    "  tensors and ROMIO's data sieving / collective buffering turned off. Not",
-    "  done: HDF5 alignment (`H5Pset_alignment`: the datasets are contiguous",
-    "  and ROMIO writes them with large requests already) and reusing the",
-    "  plan across saves (planning is under 1 ms of a 1 GB save in the step",
-    "  table).",
+    "  tensors and ROMIO's data sieving / collective buffering turned off.",
+    "  Measured separately (2 runs of 5 saves each, 1 GiB, and the 5,000",
+    "  tensor case): `H5Pset_alignment` to 4 KiB or 1 MiB for datasets from",
+    "  64 KiB: 0.82-0.86 s per save against 0.86 s without; collective",
+    "  metadata writes off: 0.85-0.87 s, and 1.29-1.33 s against 1.23-1.41 s",
+    "  for 5,000 tensors. Neither changes anything measurable here: alignment",
+    "  is not set (it would only make files larger), collective metadata",
+    "  writes stay on (the metadata cache is flushed by one collective MPI-IO",
+    "  write rather than many small ones: HDF5's advice for many ranks on a",
+    "  parallel file system). Not done: reusing the plan",
+    "  across saves (planning is under 1 ms of a 1 GB save in the step table).",
     "",
 ]
 open(md_path, "w").write("\n".join(lines) + "\n")

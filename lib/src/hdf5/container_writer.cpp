@@ -48,7 +48,7 @@ void write_tensor_attributes(hid_t dataset, const PlannedTensor& t) {
 }  // namespace
 
 ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const GlobalSavePlan& plan)
-    : path_(path), comm_(comm), plan_(plan), file_(create_file(path, comm)) {
+    : path_(path), comm_(comm), plan_(plan), file_(create_file(path, comm)), writeback_(path) {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_rank(comm_, &rank_);
   const hid_t root = file_.get();
   write_int64_attribute(root, layout::kFormatVersion, {kFormatVersionMajor, kFormatVersionMinor});
@@ -143,6 +143,7 @@ void ContainerWriter::write_block(std::size_t tensor_index, const ChunkStorageMe
   check_status(H5Dwrite(dataset, tensor_types_[tensor_index].get(), mem_space.get(), file_space.get(),
                         independent_dxpl_.get(), written.get()),
                "writing '" + t.fqn + "' block " + describe_box(box));
+  writeback_.written(block_bytes(t, box.sizes));
 }
 
 void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure) {
@@ -202,6 +203,7 @@ void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource
         check_status(H5Dwrite(dataset, tensor_types_[ti].get(), mem_space.get(), file_space.get(), dxpl.get(),
                               data ? data.get() : &dummy),
                      "writing '" + t.fqn + "'" + (data ? " block " + describe_box(chunk->chunk) : std::string()));
+        if (data) writeback_.written(block_bytes(t, chunk->chunk.sizes));
       } catch (...) {
         // Keep taking part in the collective writes that follow.
         if (!failure) failure = std::current_exception();

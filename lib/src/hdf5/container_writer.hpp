@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/early_writeback.hpp"
 #include "h5dcp/options.hpp"
 #include "h5dcp/plan.hpp"
 #include "hdf5/handle.hpp"
@@ -69,6 +70,7 @@ class ContainerWriter {
   std::vector<Handle> tensor_types_;     // file (= memory) type of each
   std::vector<Handle> value_datasets_;   // one per plan_.values entry
   Handle independent_dxpl_;              // made on the first write_block
+  EarlyWriteback writeback_;             // overlaps the disk writes with ours
 };
 
 }  // namespace h5dcp::detail
