@@ -29,7 +29,9 @@ import time
 SAVE_PHASES = ["save:plan", "save:create", "save:reserve", "save:block", "save:write", "save:checksums",
                "save:sync", "save:commit"]
 LOAD_PHASES = ["load:metadata", "load:plan", "load:open", "load:read", "load:close"]
-# A stall while resolving a block happens inside HDF5's collective write.
+# A stall while resolving a block of a collectively written tensor happens
+# inside HDF5's collective write (this trial's tensors are written
+# independently: there the deadline catches it, and either outcome passes).
 STALL_INSIDE_HDF5 = {"save:block"}
 # A stall around the rename: the coordinator may publish after others gave up.
 STALL_AT_COMMIT = {"save:commit"}
@@ -306,10 +308,15 @@ def write_report(path, s, cells, kills, flips, args):
               "deadline: the others must fail naming it, nobody may wait forever). A",
               "throw on a non-coordinator rank in a broadcast phase (only rank 0 works",
               "there) has nothing to fail: n/a. Two limits show in the stall rows:",
-             "a stall while a rank resolves a block (`save:block`) happens inside",
-             "HDF5's collective write, where no deadline reaches, so everyone waits and",
-             "the save completes late (a rank stalled there forever would hang the",
-             "job: MPI collectives cannot be cancelled); and ranks that give up at",
+             "a stall while a rank resolves a block (`save:block`) of a tensor that is",
+             "written collectively happens inside HDF5's collective write, where no",
+             "deadline reaches, so everyone waits and the save completes late (a rank",
+             "stalled there forever would hang the job: MPI collectives cannot be",
+             "cancelled). Since h5dcp writes collectively only tensors whose blocks are",
+             "scattered through the file (column or grid shards), this trial's",
+             "row-sharded and single-writer tensors are written independently and a",
+             "`save:block` stall is caught by the deadline like any other; and ranks",
+             "that give up at",
              "`save:commit` cannot know whether the coordinator renamed the file: they",
              "report the timeout, and the path holds the old or the new checkpoint,",
              "whole, either way.", "",
