@@ -21,4 +21,38 @@ if(NOT TARGET h5dcp_hdf5)
   target_compile_definitions(h5dcp_hdf5 INTERFACE ${HDF5_C_DEFINITIONS} ${HDF5_DEFINITIONS})
 endif()
 
-find_package(Torch REQUIRED)
+# LibTorch: by default the one inside the PyTorch wheel of H5DCP_PYTHON
+# (scripts/install-deps.sh makes a virtual environment with torch 2.13);
+# Torch_DIR or CMAKE_PREFIX_PATH still choose another.
+set(H5DCP_TORCH_MIN_VERSION 2.1)
+set(H5DCP_PYTHON "" CACHE FILEPATH "Python with torch (and h5py, for the tests); its LibTorch is the default one")
+if(NOT H5DCP_PYTHON)
+  find_program(H5DCP_PYTHON_FOUND NAMES python3 python)
+  if(H5DCP_PYTHON_FOUND)
+    set(H5DCP_PYTHON ${H5DCP_PYTHON_FOUND} CACHE FILEPATH "" FORCE)
+  endif()
+endif()
+if(NOT Torch_DIR AND H5DCP_PYTHON)
+  execute_process(COMMAND ${H5DCP_PYTHON} -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+    OUTPUT_VARIABLE h5dcp_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE h5dcp_torch_found)
+  if(h5dcp_torch_found EQUAL 0 AND h5dcp_torch_prefix)
+    list(APPEND CMAKE_PREFIX_PATH ${h5dcp_torch_prefix})
+  endif()
+endif()
+find_package(Torch QUIET)
+if(NOT Torch_FOUND)
+  message(FATAL_ERROR "h5dcp needs LibTorch >= ${H5DCP_TORCH_MIN_VERSION}, and none was found: run "
+    "scripts/install-deps.sh (a virtual environment with torch 2.13) and pass its python as -DH5DCP_PYTHON=, "
+    "or set Torch_DIR to LibTorch's share/cmake/Torch.")
+endif()
+# Every LibTorch since 1.x ships TorchConfigVersion.cmake: no version is none we know.
+set(H5DCP_TORCH_VERSION "${Torch_VERSION}")
+if(NOT H5DCP_TORCH_VERSION)
+  set(H5DCP_TORCH_VERSION "(unknown: no TorchConfigVersion.cmake)")
+endif()
+if(NOT Torch_VERSION OR Torch_VERSION VERSION_LESS H5DCP_TORCH_MIN_VERSION)
+  message(FATAL_ERROR "h5dcp needs LibTorch >= ${H5DCP_TORCH_MIN_VERSION}, but the one found at ${Torch_DIR} is "
+    "${H5DCP_TORCH_VERSION}. Run scripts/install-deps.sh (torch 2.13 in a virtual environment), or point Torch_DIR "
+    "at a newer LibTorch.")
+endif()
+message(STATUS "h5dcp: LibTorch ${H5DCP_TORCH_VERSION} at ${Torch_DIR}")

@@ -9,5 +9,8 @@ build_dir=${H5DCP_BUILD_DIR:-build}
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 generator=()
 if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
-cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+# LibTorch and the tests' Python: the virtual environment of install-deps.sh.
+source scripts/venv-paths.sh
+cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH5DCP_PYTHON="$H5DCP_VENV/bin/python" \
+  "$@" >/dev/null
 cmake --build "$build_dir" --parallel "$(nproc)"

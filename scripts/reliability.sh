@@ -13,7 +13,8 @@ scripts/install-deps.sh
 scripts/build.sh
 build=${H5DCP_BUILD_DIR:-build}
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-/usr/bin/python3 tests/reliability/reliability.py --trial "$build/tests/h5dcp_fault_trial" --mpiexec mpiexec \
+source scripts/venv-paths.sh
+"$H5DCP_VENV/bin/python" tests/reliability/reliability.py --trial "$build/tests/h5dcp_fault_trial" --mpiexec mpiexec \
   --workdir "${WORKDIR:-/tmp/h5dcp-reliability}" --kills "${KILLS:-20}" --flips "${FLIPS:-400}" \
   --json "$build/reliability.json" --report docs/RELIABILITY.md --fuzz-stats build-san/fuzz-stats.json
 echo "wrote docs/RELIABILITY.md"

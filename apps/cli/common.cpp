@@ -69,6 +69,17 @@ std::string dtype_text(const at::Tensor& tensor) {
     case at::kChar: return "int8";
     case at::kByte: return "uint8";
     case at::kBool: return "bool";
+    case at::kUInt16: return "uint16";
+    case at::kUInt32: return "uint32";
+    case at::kUInt64: return "uint64";
+    case at::kFloat8_e4m3fn: return "float8_e4m3fn";
+    case at::kFloat8_e5m2: return "float8_e5m2";
+    case at::kFloat8_e4m3fnuz: return "float8_e4m3fnuz";
+    case at::kFloat8_e5m2fnuz: return "float8_e5m2fnuz";
+    case at::kFloat8_e8m0fnu: return "float8_e8m0fnu";
+    case at::kComplexHalf: return "complex32";
+    case at::kComplexFloat: return "complex64";
+    case at::kComplexDouble: return "complex128";
     default: return c10::toString(tensor.scalar_type());
   }
 }

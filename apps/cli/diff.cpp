@@ -135,6 +135,24 @@ struct TensorDiff {
   double max_rel = 0.0;
 };
 
+// PyTorch 2.x's dtypes with few CPU kernels, widened exactly to one that has
+// them: uint16/32 to int64, the float8 variants to float32 (every float8
+// value, e8m0's 2^-127 included, is a float32), complex32 to complex64.
+// uint64 stays (compared by its bits, its differences in float64).
+at::Tensor widened(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kUInt16:
+    case at::kUInt32: return t.to(at::kLong);
+    case at::kFloat8_e4m3fn:
+    case at::kFloat8_e5m2:
+    case at::kFloat8_e4m3fnuz:
+    case at::kFloat8_e5m2fnuz:
+    case at::kFloat8_e8m0fnu: return t.to(at::kFloat);
+    case at::kComplexHalf: return t.to(at::kComplexFloat);
+    default: return t;
+  }
+}
+
 TensorDiff compare_tensor(Side& a, Side& b, const std::string& fqn, const std::vector<std::int64_t>& shape,
                           const Tolerance& tol) {
   TensorDiff out;
@@ -147,14 +165,18 @@ TensorDiff compare_tensor(Side& a, Side& b, const std::string& fqn, const std::v
   const std::int64_t step = std::max<std::int64_t>(1, kBlockBytes / 8 / per_row);
   for (std::int64_t start = 0; start < rows; start += step) {
     const auto n = std::min(step, rows - start);
-    const auto x = a.rows(fqn, start, n).reshape({-1});
-    const auto y = b.rows(fqn, start, n).reshape({-1});
-    const auto xd = x.to(at::kDouble);
-    const auto yd = y.to(at::kDouble);
-    auto equal = at::eq(x, y);  // exact, in the stored dtype (int64 beyond 2**53 included)
-    if (at::isFloatingType(x.scalar_type())) equal = equal.logical_or(at::isnan(xd).logical_and(at::isnan(yd)));
-    auto d = at::where(equal, at::zeros_like(xd), (xd - yd).abs());
-    const auto close = equal.logical_or(d <= tol.atol + tol.rtol * yd.abs());
+    const auto x = widened(a.rows(fqn, start, n).reshape({-1}));
+    const auto y = widened(b.rows(fqn, start, n).reshape({-1}));
+    const bool complex = x.is_complex();
+    // Exact, in the stored dtype (int64 and uint64 beyond 2**53 included).
+    auto equal = x.scalar_type() == at::kUInt64 ? at::eq(x.view(at::kLong), y.view(at::kLong)) : at::eq(x, y);
+    if (at::isFloatingType(x.scalar_type()) || complex)
+      equal = equal.logical_or(at::isnan(x).logical_and(at::isnan(y)));
+    // Complex values differ by the modulus of their difference (as numpy's isclose).
+    const auto y_abs = complex ? y.abs().to(at::kDouble) : y.to(at::kDouble).abs();
+    const auto difference = complex ? (x - y).abs().to(at::kDouble) : (x.to(at::kDouble) - y.to(at::kDouble)).abs();
+    auto d = at::where(equal, at::zeros_like(difference), difference);
+    const auto close = equal.logical_or(d <= tol.atol + tol.rtol * y_abs);
     out.differing += (close.logical_not()).sum().item<std::int64_t>();
     d = at::nan_to_num(d, 0.0);  // a NaN against a number counts above, not in the maxima
     const auto i = d.argmax().item<std::int64_t>();
@@ -163,7 +185,7 @@ TensorDiff compare_tensor(Side& a, Side& b, const std::string& fqn, const std::v
       out.max_abs = m;
       out.max_abs_at = start * per_row + i;
     }
-    const auto rel = at::where(equal, at::zeros_like(d), d / yd.abs());
+    const auto rel = at::where(equal, at::zeros_like(d), d / y_abs);
     out.max_rel = std::max(out.max_rel, at::nan_to_num(rel, 0.0, INFINITY).max().item<double>());
   }
   return out;

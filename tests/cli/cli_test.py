@@ -98,7 +98,7 @@ def case_inspect_json(h5dcp, path, golden):
 def case_inspect_text(h5dcp, path):
     out, _ = expect(h5dcp, 0, "inspect", path)
     lines = out.splitlines()
-    check(re.match(r"^.*known\.h5: h5dcp checkpoint, format 1\.0, written by h5dcp \d+\.\d+\.\d+ on 2 ranks at "
+    check(re.match(r"^.*known\.h5: h5dcp checkpoint, format 1\.1, written by h5dcp \d+\.\d+\.\d+ on 2 ranks at "
                    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", lines[0]), "header: " + lines[0])
     check(lines[1] == "6 tensors (150 B), 11 values, 6 containers", "totals: " + lines[1])
     for pattern in [r"^model/ +dict$", r"^  weight +float32 +\[6, 4\] +96 B +2 shards along dim 0$",

@@ -56,7 +56,7 @@ def main(path, world_size):
             failures.append(message)
 
     with h5py.File(path, "r") as f:
-        check(list(f.attrs["h5dcp.format_version"]) == [1, 0], "format version")
+        check(list(f.attrs["h5dcp.format_version"]) == [1, 1], "format version")
         check(text(f.attrs["h5dcp.library_version"]).count(".") == 2, "library version")
         check(int(f.attrs["h5dcp.world_size"][0]) == world_size, "world size")
         check(text(f.attrs["h5dcp.created"]).endswith("Z"), "creation time")

@@ -29,13 +29,15 @@ def read_checkpoint(group):
         kind = obj.attrs["h5dcp.kind"]
         if kind == "tensor":
             dtype = obj.attrs["h5dcp.dtype"]  # "float32", "bfloat16", "bool", ...
-            if dtype == "bfloat16":
-                # h5py would convert to float32 (exact values, not NaN payloads):
-                # read the raw 2-byte values instead and view them as bfloat16.
-                raw = np.empty(obj.shape, np.int16)
+            if dtype == "bfloat16" or dtype.startswith("float8") or dtype == "complex32":
+                # No numpy dtype: h5py would convert (bfloat16 and float8 to
+                # float32, losing NaN payloads). Read the stored bytes as they
+                # are and view them as the torch dtype.
+                size = obj.id.get_type().get_size()
+                raw = np.empty(obj.shape, {1: np.uint8, 2: np.int16, 4: np.int32}[size])
                 if raw.size:
                     obj.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw, obj.id.get_type())
-                out[key] = torch.from_numpy(raw).view(torch.bfloat16)
+                out[key] = torch.from_numpy(raw).view(getattr(torch, dtype))
             else:
                 out[key] = torch.from_numpy(np.asarray(obj[()])).to(getattr(torch, dtype))
         elif kind == "none":
@@ -74,8 +76,7 @@ def same(a, b, path, failures):
     elif isinstance(a, torch.Tensor):
         ok = isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
         if ok and a.numel() > 0:
-            bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-            ok = torch.equal(a.contiguous().reshape(-1).view(bits), b.contiguous().reshape(-1).view(bits))
+            ok = torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
         if not ok:
             failures.append("%s: tensor %s %s read as %s" % (path, a.dtype, tuple(a.shape), getattr(b, "dtype", b)))
     elif type(a) is not type(b) or (struct.pack("<d", a) != struct.pack("<d", b) if isinstance(a, float) else a != b):
@@ -88,10 +89,10 @@ def main(checkpoint, original, format_md):
         if inspect.getsource(read_checkpoint) not in f.read():
             failures.append("docs/FORMAT.md's worked example is not read_checkpoint of this script")
     with h5py.File(checkpoint, "r") as f:
-        if list(f.attrs["h5dcp.format_version"]) != [1, 0]:
+        if list(f.attrs["h5dcp.format_version"]) != [1, 1]:
             failures.append("format version %s" % list(f.attrs["h5dcp.format_version"]))
         state = read_checkpoint(f)
-    same(mapped(torch.load(original)), state, "", failures)
+    same(mapped(torch.load(original, weights_only=False)), state, "", failures)
     tensors = []
 
     def count(v):

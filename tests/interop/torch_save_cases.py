@@ -10,7 +10,7 @@ usage:
       same archive with compressed records), DIR/load.pt (tensors
       for loading onto ranks), DIR/legacy.pt (the legacy format),
       DIR/tensor.pt (a lone tensor), DIR/set.pt (an unsupported object),
-      DIR/complex.pt (an unsupported dtype), DIR/plain.h5 (HDF5, not h5dcp)
+      DIR/float4.pt (an unsupported dtype), DIR/plain.h5 (HDF5, not h5dcp)
   torch_save_cases.py compare ORIGINAL RESULT [--sharing]
       torch.load both; RESULT must equal ORIGINAL after h5dcp's documented
       mapping (tuples -> lists, int/bool keys -> str, OrderedDict -> dict):
@@ -27,6 +27,10 @@ import torch
 
 FLOATS = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 INTS = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
+# PyTorch 2.x's dtypes with few CPU kernels: their reference is a pattern of bytes.
+BIT_PATTERNS = [torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2,
+                torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu, torch.complex32,
+                torch.complex64, torch.complex128]
 
 
 def reference(shape, dtype):
@@ -35,6 +39,12 @@ def reference(shape, dtype):
     for s in shape:
         n *= s
     idx = torch.arange(n, dtype=torch.int64)
+    if dtype in BIT_PATTERNS:
+        size = torch.empty(0, dtype=dtype).element_size()
+        if n == 0:
+            return torch.empty(shape, dtype=dtype)
+        raw = ((torch.arange(n * size, dtype=torch.int64) * 151 + 7) % 256).to(torch.uint8)
+        return raw.view(dtype).reshape(shape).contiguous()
     if dtype == torch.bool:
         t = (idx % 3) == 0
     elif dtype in FLOATS:
@@ -65,7 +75,8 @@ def matrix():
     model(torch.ones(4, 3)).sum().backward()
     optimizer.step()
     return {
-        "dtypes": {str(d).replace("torch.", ""): reference((3, 5), d) for d in FLOATS + INTS + [torch.bool]},
+        "dtypes": {str(d).replace("torch.", ""): reference((3, 5), d)
+                   for d in FLOATS + INTS + [torch.bool] + BIT_PATTERNS},
         "views": {
             "base": base,
             "transposed": base.t(),
@@ -103,6 +114,8 @@ def load_fixture():
             "ids": reference((3, 4, 5), torch.int32),
             "big": reference((300, 40), torch.float32),
             "big3d": reference((4, 50, 30), torch.float32),
+            "f8": reference((12, 6), torch.float8_e5m2),  # PyTorch 2.x: an UntypedStorage
+            "c128": reference((8, 3), torch.complex128),
         },
         "scalar": torch.tensor(2.5),
         "empty": torch.zeros(0, 3),
@@ -143,7 +156,9 @@ def make(directory):
     save_atomically({"w": torch.ones(2)}, os.path.join(directory, "legacy.pt"), _use_new_zipfile_serialization=False)
     save_atomically(torch.ones(3), os.path.join(directory, "tensor.pt"))
     save_atomically({"s": {1, 2}}, os.path.join(directory, "set.pt"))
-    save_atomically({"c": torch.ones(2, dtype=torch.complex64)}, os.path.join(directory, "complex.pt"))
+    # Two 4-bit floats per byte (MX formats): a dtype h5dcp does not store.
+    save_atomically({"c": torch.zeros(2, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)},
+                    os.path.join(directory, "float4.pt"))
     import h5py
     with h5py.File(os.path.join(directory, "plain.h5.partial"), "w") as f:
         f["x"] = [1, 2, 3]
@@ -168,8 +183,7 @@ def same_bits(a, b):
         return False
     if a.numel() == 0:
         return True
-    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-    return torch.equal(a.contiguous().reshape(-1).view(as_int), b.contiguous().reshape(-1).view(as_int))
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
 
 
 def compare(a, b, path, failures):
@@ -229,8 +243,11 @@ def main(argv):
     if len(argv) >= 3 and argv[1] == "make":
         return make(argv[2])
     if len(argv) >= 4 and argv[1] == "compare":
-        original = torch.load(argv[2])
-        result = torch.load(argv[3])
+        # The originals are this script's own fixtures (they hold bytes pickled
+        # by Python, which only a full unpickler reads); what h5dcp wrote must
+        # load with weights_only=True, PyTorch's default since 2.6.
+        original = torch.load(argv[2], weights_only=False)
+        result = torch.load(argv[3], weights_only=True)
         failures = []
         compare(mapped(original), result, "", failures)
         if "--sharing" in argv:

@@ -69,14 +69,19 @@ h5dcp::StateValue zeros_in(const h5dcp::StateValue& like) {
 }
 
 std::map<std::string, at::Tensor> reference() {
+  // PyTorch 2.x's dtypes too: complex (a compound type in the file) and float8.
   return {{"w", h5dcp::test::reference_tensor({37, 23}, at::kFloat)},
-          {"nested/v", h5dcp::test::reference_tensor({5, 7, 4}, at::kBFloat16)}};
+          {"nested/v", h5dcp::test::reference_tensor({5, 7, 4}, at::kBFloat16)},
+          {"nested/c", h5dcp::test::reference_tensor({11, 6}, at::kComplexFloat)},
+          {"f8", h5dcp::test::reference_tensor({9, 5}, at::kFloat8_e4m3fn)}};
 }
 
 StateDict state_in(const std::string& name, int rank, int size) {
   const auto ref = reference();
   return StateDict{{"w", layout(name, ref.at("w"), rank, size)},
-                   {"nested", StateDict{{"v", layout(name, ref.at("nested/v"), rank, size)}}}};
+                   {"f8", layout(name, ref.at("f8"), rank, size)},
+                   {"nested", StateDict{{"v", layout(name, ref.at("nested/v"), rank, size)},
+                                        {"c", layout(name, ref.at("nested/c"), rank, size)}}}};
 }
 
 bool matches(const h5dcp::StateValue& got, const at::Tensor& full) {
@@ -128,10 +133,13 @@ int main(int argc, char** argv) {
           if (name == saved_as) continue;
           auto like = state_in(name, rank, size);
           StateDict target{{"w", zeros_in(like.at("w"))},
-                           {"nested", StateDict{{"v", zeros_in(h5dcp::value_at(like, "nested/v"))}}}};
+                           {"f8", zeros_in(like.at("f8"))},
+                           {"nested", StateDict{{"v", zeros_in(h5dcp::value_at(like, "nested/v"))},
+                                                {"c", zeros_in(h5dcp::value_at(like, "nested/c"))}}}};
           h5dcp::load(target, file);
-          report(matches(target.at("w"), ref.at("w")) && matches(h5dcp::value_at(target, "nested/v"), ref.at("nested/v")),
-                 file + " -> " + name + " on " + std::to_string(size) + " ranks");
+          bool all = true;
+          for (const auto& [fqn, full] : ref) all = all && matches(h5dcp::value_at(target, fqn), full);
+          report(all, file + " -> " + name + " on " + std::to_string(size) + " ranks");
         }
       }
     } else {

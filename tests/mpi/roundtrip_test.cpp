@@ -13,8 +13,7 @@ namespace {
 using test::bitwise_equal;
 using test::reference_tensor;
 
-const std::vector<at::ScalarType> kAllDtypes{at::kDouble, at::kFloat, at::kHalf, at::kBFloat16, at::kLong,
-                                             at::kInt,    at::kShort, at::kChar, at::kByte,     at::kBool};
+const std::vector<at::ScalarType>& kAllDtypes = test::all_dtypes();
 
 // Rows [cuts[r], cuts[r+1]) of `full` for this rank.
 ShardedTensor row_shards(const at::Tensor& full, int rank, int size) {

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/class_type.h>
+#include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
@@ -329,7 +330,7 @@ TEST(Storage, FreeAndAllocKeepTheTensorEveryHolderSees) {
   EXPECT_EQ(holder.storage().nbytes(), 48u);
   EXPECT_FALSE(alloc_storage(t, {12}));  // already that size
   {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     t.fill_(2.5);
   }
   EXPECT_TRUE(at::equal(holder.detach(), at::full({4, 3}, 2.5)));

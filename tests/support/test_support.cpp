@@ -67,6 +67,15 @@ at::Tensor reference_tensor(at::IntArrayRef shape, at::ScalarType dtype, std::in
   for (auto s : shape) n *= s;
   auto idx = at::arange(seed, seed + n, at::kLong);
   at::Tensor t;
+  if (is_bit_pattern_dtype(dtype)) {
+    // Bytes ((i * 151 + 13 * seed + 7) mod 256), viewed as the dtype: every
+    // byte value, so all 256 float8 codes (NaNs and infinities included) and
+    // the high bits of uint64. These dtypes have few CPU kernels (no
+    // arithmetic for uint16/32/64 or float8): built from bytes, not values.
+    const auto element = static_cast<std::int64_t>(c10::elementSize(dtype));
+    const auto bytes = ((at::arange(n * element, at::kLong) * 151 + 13 * seed + 7) % 256).to(at::kByte);
+    return n == 0 ? at::empty(shape, at::TensorOptions().dtype(dtype)) : bytes.view(dtype).reshape(shape).contiguous();
+  }
   if (dtype == at::kBool) {
     t = (idx % 3) == 0;
   } else if (at::isFloatingType(dtype)) {
@@ -95,6 +104,33 @@ at::Tensor reference_tensor(at::IntArrayRef shape, at::ScalarType dtype, std::in
     }
   }
   return t.reshape(shape).contiguous();
+}
+
+const std::vector<at::ScalarType>& all_dtypes() {
+  static const std::vector<at::ScalarType> dtypes{
+      at::kDouble, at::kFloat,         at::kHalf,        at::kBFloat16,       at::kLong,
+      at::kInt,    at::kShort,         at::kChar,        at::kByte,           at::kBool,
+      at::kUInt16, at::kUInt32,        at::kUInt64,      at::kFloat8_e4m3fn,  at::kFloat8_e5m2,
+      at::kFloat8_e4m3fnuz, at::kFloat8_e5m2fnuz, at::kFloat8_e8m0fnu, at::kComplexHalf, at::kComplexFloat,
+      at::kComplexDouble};
+  return dtypes;
+}
+
+bool is_bit_pattern_dtype(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kUInt16:
+    case at::kUInt32:
+    case at::kUInt64:
+    case at::kFloat8_e4m3fn:
+    case at::kFloat8_e5m2:
+    case at::kFloat8_e4m3fnuz:
+    case at::kFloat8_e5m2fnuz:
+    case at::kFloat8_e8m0fnu:
+    case at::kComplexHalf:
+    case at::kComplexFloat:
+    case at::kComplexDouble: return true;
+    default: return false;
+  }
 }
 
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {

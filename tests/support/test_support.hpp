@@ -40,11 +40,19 @@ class TempDir {
 /// The same deterministic tensor on every rank: distinct values per element,
 /// exactly representable in `dtype`; for floating dtypes the first elements
 /// are -0.0, +inf, -inf, NaN and the smallest subnormal, so a bit-exact
-/// comparison catches any conversion.
+/// comparison catches any conversion; for is_bit_pattern_dtype dtypes a
+/// pattern of bytes (every byte value, NaN codes included).
 at::Tensor reference_tensor(at::IntArrayRef shape, at::ScalarType dtype, std::int64_t seed = 0);
 
 /// True when both tensors have the same dtype, shape and bytes.
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
+
+/// The PyTorch 2.x dtypes (uint16/32/64, the float8 variants, complex) whose
+/// reference_tensor is a pattern of bytes covering every byte value.
+bool is_bit_pattern_dtype(at::ScalarType dtype);
+
+/// Every dtype h5dcp stores, in DType order.
+const std::vector<at::ScalarType>& all_dtypes();
 
 /// Boundaries that split `n` into `parts` uneven pieces (sizes differ by
 /// design: first pieces larger), as `parts + 1` cut points.

@@ -88,7 +88,9 @@ TEST(LoadTorchSave, RowColumnGridAndWholeLayoutsInSmallRounds) {
                           {"mask", along(full("mask"), 0, rank, size)},
                           {"ids", along(full("ids"), 2, rank, size)},
                           {"big", test::zeros_like(test::grid_shards(full("big"), 2, 2, rank, size))},
-                          {"big3d", along(full("big3d"), 1, rank, size)}}},
+                          {"big3d", along(full("big3d"), 1, rank, size)},
+                          {"f8", along(full("f8"), 1, rank, size)},
+                          {"c128", along(full("c128"), 0, rank, size)}}},
       {"scalar", at::zeros({})},
       {"empty", at::zeros({0, 3})},
       {"step", 0},
@@ -120,7 +122,8 @@ TEST(LoadTorchSave, WholeTensorsInOneRoundAndConvertedDtypes) {
   detail::load_torch_save_with_stats(target, fixture("load.pt"), options, MPI_COMM_WORLD, stats);
   check_against(target, expected);
   EXPECT_EQ(stats.rounds, 1);
-  EXPECT_EQ(stats.bytes_received, 37 * 11 * 4 + 13 * 2 + 11 * 7 * 8 + 25 + 60 * 4 + 300 * 40 * 4 + 4 * 50 * 30 * 4 + 4);
+  EXPECT_EQ(stats.bytes_received,
+            37 * 11 * 4 + 13 * 2 + 11 * 7 * 8 + 25 + 60 * 4 + 300 * 40 * 4 + 4 * 50 * 30 * 4 + 12 * 6 + 8 * 3 * 16 + 4);
 }
 
 TEST(LoadTorchSave, NonStrictReportsMissingAndUnexpectedKeys) {
@@ -129,7 +132,7 @@ TEST(LoadTorchSave, NonStrictReportsMissingAndUnexpectedKeys) {
   options.strict = false;
   const auto result = load_torch_save(target, fixture("load.pt"), options);
   EXPECT_EQ(result.missing_keys, std::vector<std::string>{"model/nope"});
-  EXPECT_EQ(result.unexpected_keys.size(), 11u);  // 12 leaves, 1 asked for
+  EXPECT_EQ(result.unexpected_keys.size(), 13u);  // 14 leaves, 1 asked for
   EXPECT_TRUE(bitwise_equal(tensor_at(target, "model/b"), test::reference_tensor({13}, at::kBFloat16)));
 }
 

@@ -96,13 +96,27 @@ TEST(LinkName, EscapingIsReversibleAndKeepsReadableNames) {
 }
 
 TEST(DType, NamesAndSizes) {
-  for (auto d : {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32,
-                 DType::Int16, DType::Int8, DType::UInt8, DType::Bool})
-    EXPECT_EQ(dtype_from_name(dtype_name(d)), d);
+  for (int i = 0; i <= static_cast<int>(kLastDType); ++i) {
+    const auto d = static_cast<DType>(i);
+    EXPECT_EQ(dtype_from_name(dtype_name(d)), d) << i;
+    EXPECT_NE(supported_dtype_names().find(std::string(dtype_name(d))), std::string::npos) << i;
+  }
   EXPECT_EQ(dtype_size(DType::BFloat16), 2u);
   EXPECT_EQ(dtype_size(DType::Bool), 1u);
   EXPECT_EQ(dtype_name(DType::Float16), "float16");
-  EXPECT_FALSE(dtype_from_name("complex64").has_value());
+  // PyTorch 2.x's dtypes, named as torch names them.
+  EXPECT_EQ(dtype_name(DType::UInt64), "uint64");
+  EXPECT_EQ(dtype_size(DType::UInt32), 4u);
+  EXPECT_EQ(dtype_name(DType::Float8_e4m3fn), "float8_e4m3fn");
+  EXPECT_EQ(dtype_size(DType::Float8_e5m2fnuz), 1u);
+  EXPECT_EQ(dtype_name(DType::Float8_e8m0fnu), "float8_e8m0fnu");
+  EXPECT_EQ(dtype_size(DType::Complex32), 4u);
+  EXPECT_EQ(dtype_size(DType::Complex64), 8u);
+  EXPECT_EQ(dtype_size(DType::Complex128), 16u);
+  EXPECT_TRUE(is_complex(DType::Complex32));
+  EXPECT_FALSE(is_complex(DType::Float64));
+  EXPECT_FALSE(dtype_from_name("float4_e2m1fn_x2").has_value());
+  EXPECT_FALSE(dtype_from_name("complex256").has_value());
 }
 
 }  // namespace

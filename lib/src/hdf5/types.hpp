@@ -9,7 +9,9 @@ namespace h5dcp::detail {
 
 /// A new HDF5 datatype for `dtype`: IEEE floats, little-endian integers,
 /// IEEE half for float16, a 2-byte float with 8 exponent bits for bfloat16,
-/// and an int8 enum {FALSE=0, TRUE=1} (h5py's bool) for bool.
+/// an int8 enum {FALSE=0, TRUE=1} (h5py's bool) for bool, unsigned integers,
+/// 1-byte floats for the float8 variants (float8_e8m0fnu: its exponent byte
+/// as uint8), and h5py's {r, i} compound for complex.
 Handle hdf5_type(DType dtype);
 
 /// A variable-length UTF-8 string type, for string attributes.

@@ -22,7 +22,7 @@ Enum get_enum(ByteReader& r, Enum last, const char* what) {
   return static_cast<Enum>(raw);
 }
 
-DType get_dtype(ByteReader& r) { return get_enum(r, DType::Bool, "dtype"); }
+DType get_dtype(ByteReader& r) { return get_enum(r, kLastDType, "dtype"); }
 
 void put(ByteWriter& w, const std::vector<std::pair<std::string, ContainerKind>>& containers) {
   w.put<std::uint64_t>(containers.size());

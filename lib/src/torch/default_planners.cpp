@@ -17,7 +17,7 @@ DType checked_dtype(const at::Tensor& tensor, const std::string& what) {
   const auto dtype = detail::to_dtype(tensor.scalar_type());
   if (!dtype)
     throw UsageError("h5dcp: " + what + " has dtype " + std::string(c10::toString(tensor.scalar_type())) +
-                     ", which h5dcp cannot store (supported: float64/32/16, bfloat16, int64/32/16/8, uint8, bool)");
+                     ", which h5dcp cannot store (supported: " + supported_dtype_names() + ")");
   return *dtype;
 }
 

@@ -14,6 +14,17 @@ std::optional<DType> to_dtype(c10::ScalarType type) noexcept {
     case c10::ScalarType::Char: return DType::Int8;
     case c10::ScalarType::Byte: return DType::UInt8;
     case c10::ScalarType::Bool: return DType::Bool;
+    case c10::ScalarType::UInt16: return DType::UInt16;
+    case c10::ScalarType::UInt32: return DType::UInt32;
+    case c10::ScalarType::UInt64: return DType::UInt64;
+    case c10::ScalarType::Float8_e4m3fn: return DType::Float8_e4m3fn;
+    case c10::ScalarType::Float8_e5m2: return DType::Float8_e5m2;
+    case c10::ScalarType::Float8_e4m3fnuz: return DType::Float8_e4m3fnuz;
+    case c10::ScalarType::Float8_e5m2fnuz: return DType::Float8_e5m2fnuz;
+    case c10::ScalarType::Float8_e8m0fnu: return DType::Float8_e8m0fnu;
+    case c10::ScalarType::ComplexHalf: return DType::Complex32;
+    case c10::ScalarType::ComplexFloat: return DType::Complex64;
+    case c10::ScalarType::ComplexDouble: return DType::Complex128;
     default: return std::nullopt;
   }
 }
@@ -30,6 +41,17 @@ c10::ScalarType to_scalar_type(DType dtype) noexcept {
     case DType::Int8: return c10::ScalarType::Char;
     case DType::UInt8: return c10::ScalarType::Byte;
     case DType::Bool: return c10::ScalarType::Bool;
+    case DType::UInt16: return c10::ScalarType::UInt16;
+    case DType::UInt32: return c10::ScalarType::UInt32;
+    case DType::UInt64: return c10::ScalarType::UInt64;
+    case DType::Float8_e4m3fn: return c10::ScalarType::Float8_e4m3fn;
+    case DType::Float8_e5m2: return c10::ScalarType::Float8_e5m2;
+    case DType::Float8_e4m3fnuz: return c10::ScalarType::Float8_e4m3fnuz;
+    case DType::Float8_e5m2fnuz: return c10::ScalarType::Float8_e5m2fnuz;
+    case DType::Float8_e8m0fnu: return c10::ScalarType::Float8_e8m0fnu;
+    case DType::Complex32: return c10::ScalarType::ComplexHalf;
+    case DType::Complex64: return c10::ScalarType::ComplexFloat;
+    case DType::Complex128: return c10::ScalarType::ComplexDouble;
   }
   return c10::ScalarType::Undefined;
 }

@@ -10,7 +10,7 @@
 namespace h5dcp::detail {
 
 /// The h5dcp dtype of a torch scalar type; nullopt when h5dcp cannot store it
-/// (complex, quantized, ...).
+/// (quantized, bits, float4, sub-byte integers, ...).
 std::optional<DType> to_dtype(c10::ScalarType type) noexcept;
 
 c10::ScalarType to_scalar_type(DType dtype) noexcept;

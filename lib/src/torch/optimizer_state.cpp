@@ -23,7 +23,7 @@ namespace {
 namespace optim = torch::optim;
 
 // How LibTorch's optimizers key their state: by the parameter's TensorImpl.
-std::string state_key(const at::Tensor& parameter) { return c10::guts::to_string(parameter.unsafeGetTensorImpl()); }
+void* state_key(const at::Tensor& parameter) { return parameter.unsafeGetTensorImpl(); }
 
 enum class Kind { Sgd, Adam, AdamW, Adagrad, RmsProp };
 

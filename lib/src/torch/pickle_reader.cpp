@@ -75,12 +75,14 @@ constexpr StorageType kStorageTypes[] = {
     {"DoubleStorage", DType::Float64},    {"FloatStorage", DType::Float32}, {"HalfStorage", DType::Float16},
     {"BFloat16Storage", DType::BFloat16}, {"LongStorage", DType::Int64},    {"IntStorage", DType::Int32},
     {"ShortStorage", DType::Int16},       {"CharStorage", DType::Int8},     {"ByteStorage", DType::UInt8},
-    {"BoolStorage", DType::Bool},
+    {"BoolStorage", DType::Bool},         {"ComplexFloatStorage", DType::Complex64},
+    {"ComplexDoubleStorage", DType::Complex128},
 };
 
-constexpr const char* kSupported =
-    "h5dcp converts dicts, lists, tuples, str, bytes, int, float, bool, None and dense tensors of dtype float64/32/16, "
-    "bfloat16, int64/32/16/8, uint8 and bool";
+std::string supported() {
+  return "h5dcp converts dicts, lists, tuples, str, bytes, int, float, bool, None and dense tensors of dtype " +
+         supported_dtype_names();
+}
 
 bool is_builtins(const std::string& module) { return module == "builtins" || module == "__builtin__"; }
 
@@ -282,32 +284,70 @@ class Unpickler {
     if (!shaped) fail("a persistent id is not a ('storage', type, key, location, numel) tuple: " + describe(pid));
     const auto& type = *a[1];
     if (type.kind != Kind::Global) fail("a storage type is " + describe(type));
+    // PyTorch 2.x: an UntypedStorage of numel bytes, typed by _rebuild_tensor_v3.
+    const bool untyped = (type.module == "torch" || type.module == "torch.storage") && type.name == "UntypedStorage";
     const StorageType* known = nullptr;
     for (const auto& t : kStorageTypes)
       if (type.module == "torch" && type.name == t.name) known = &t;
-    if (known == nullptr)
-      fail("storage type " + type.module + "." + type.name + " is not supported (" + kSupported + ")");
+    if (known == nullptr && !untyped)
+      fail("storage type " + type.module + "." + type.name + " is not supported (" + supported() + ")");
     if (a[2]->kind != Kind::Str || a[3]->kind != Kind::Str || a[4]->kind != Kind::Int || a[4]->integer < 0)
       fail("a storage's key, location or size is malformed");
     auto& storage = storages_[a[2]->text];
     if (!storage) {
       auto fresh = std::make_shared<Storage>();
       fresh->key = a[2]->text;
-      fresh->dtype = known->dtype;
+      fresh->dtype = untyped ? DType::UInt8 : known->dtype;
       fresh->numel = a[4]->integer;
       fresh->location = a[3]->text;
+      fresh->untyped = untyped;
+      fresh->typed = !untyped;
       storage = std::move(fresh);
-    } else if (storage->dtype != known->dtype || storage->numel != a[4]->integer) {
-      fail("storage '" + a[2]->text + "' is named with two different types or sizes");
+    } else {
+      const auto bytes_named = storage->typed && untyped ? storage->numel * static_cast<std::int64_t>(dtype_size(storage->dtype))
+                                                         : storage->numel;
+      if (storage->untyped != untyped || (!untyped && storage->dtype != known->dtype) || bytes_named != a[4]->integer)
+        fail("storage '" + a[2]->text + "' is named with two different types or sizes");
     }
     auto o = Object::of(Kind::Storage);
     o->storage = storage;
     return o;
   }
 
+  // _rebuild_tensor_v3(storage, offset, sizes, strides, requires_grad,
+  // hooks, dtype): the dtype types the UntypedStorage (its byte count must
+  // be a whole number of elements), which every other view must share.
+  ObjectPtr rebuild_tensor_v3(const std::vector<ObjectPtr>& args) {
+    if (args.size() < 7 || args[0]->kind != Kind::Storage || args[6]->kind != Kind::Global)
+      fail("a tensor is rebuilt (_rebuild_tensor_v3) from unexpected arguments");
+    const auto& type = *args[6];
+    const auto dtype = type.module == "torch" ? dtype_from_name(type.name) : std::nullopt;
+    if (!dtype)
+      fail("a tensor has dtype " + type.module + "." + type.name + ", which h5dcp cannot store (it stores " +
+           supported_dtype_names() + ")");
+    // The storage objects of the stack share the one in storages_: typing it
+    // here types every view of it.
+    auto& storage = *storages_.at(args[0]->storage->key);
+    if (storage.typed) {
+      if (storage.dtype != *dtype)
+        fail("storage '" + storage.key + "' is viewed as " + std::string(dtype_name(storage.dtype)) + " and as " +
+             std::string(dtype_name(*dtype)));
+    } else {
+      const auto element = static_cast<std::int64_t>(dtype_size(*dtype));
+      if (storage.numel % element != 0)
+        fail("storage '" + storage.key + "' has " + std::to_string(storage.numel) + " bytes, not a whole number of " +
+             std::string(dtype_name(*dtype)) + " elements");
+      storage.dtype = *dtype;
+      storage.numel /= element;
+      storage.typed = true;
+    }
+    return rebuild_tensor(args);
+  }
+
   ObjectPtr rebuild_tensor(const std::vector<ObjectPtr>& args) {
     if (args.size() < 4 || args[0]->kind != Kind::Storage || args[1]->kind != Kind::Int)
       fail("a tensor is rebuilt from unexpected arguments");
+    if (!args[0]->storage->typed) fail("a tensor views an UntypedStorage without naming its dtype");
     bool sizes_ok = false;
     bool strides_ok = false;
     TensorView view;
@@ -356,6 +396,7 @@ class Unpickler {
     const auto& a = args.items;
     if (m == "collections" && n == "OrderedDict" && a.empty()) return container(Kind::Dict);
     if (m == "torch._utils" && (n == "_rebuild_tensor_v2" || n == "_rebuild_tensor")) return rebuild_tensor(a);
+    if (m == "torch._utils" && n == "_rebuild_tensor_v3") return rebuild_tensor_v3(a);
     if (m == "torch._utils" && (n == "_rebuild_parameter" || n == "_rebuild_parameter_with_state")) {
       if (a.empty() || a[0]->kind != Kind::Tensor) fail("a parameter is rebuilt from " + describe(args));
       return a[0];
@@ -376,7 +417,7 @@ class Unpickler {
     }
     if (is_builtins(m) && n == "bytes" && a.empty()) return Object::bytes_of("");
     if (m == "torch" && n == "Size" && a.size() == 1 && a[0]->kind == Kind::Tuple) return a[0];
-    fail("unsupported object " + m + "." + n + " (" + kSupported + ")");
+    fail("unsupported object " + m + "." + n + " (" + supported() + ")");
   }
 
   ObjectPtr tuple_of(std::vector<ObjectPtr> items) {
@@ -585,7 +626,7 @@ class Unpickler {
       default: {
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02x", op);
-        fail(std::string("unsupported pickle opcode ") + hex + " (" + kSupported + ")");
+        fail(std::string("unsupported pickle opcode ") + hex + " (" + supported() + ")");
       }
     }
   }

@@ -32,8 +32,10 @@ const char* storage_class_name(DType dtype) noexcept {
     case DType::Int8: return "CharStorage";
     case DType::UInt8: return "ByteStorage";
     case DType::Bool: return "BoolStorage";
+    case DType::Complex64: return "ComplexFloatStorage";
+    case DType::Complex128: return "ComplexDoubleStorage";
+    default: return nullptr;
   }
-  return "ByteStorage";
 }
 
 }  // namespace h5dcp::detail::pickle

@@ -21,6 +21,12 @@ struct Storage {
   DType dtype = DType::UInt8;
   std::int64_t numel = 0;
   std::string location = "cpu";  ///< where it was saved from ("cpu", "cuda:0", ...)
+  /// PyTorch 2.x pickles storages of dtypes without a legacy storage class
+  /// (uint16, float8, complex32, ...) as an UntypedStorage of a number of
+  /// bytes and names the dtype in _rebuild_tensor_v3. `untyped`: pickled so;
+  /// `typed`: the dtype is known (until a tensor gives it, numel counts bytes).
+  bool untyped = false;
+  bool typed = true;
 };
 
 /// A tensor: a strided view of a storage (element offsets and strides).
@@ -92,7 +98,9 @@ struct Object {
 /// "dict", "tensor", "torch._utils._rebuild_tensor_v2", ... for messages.
 std::string describe(const Object& object);
 
-/// The torch storage class name of a dtype ("FloatStorage", "BFloat16Storage").
+/// The legacy torch storage class name of a dtype ("FloatStorage",
+/// "ComplexDoubleStorage"); nullptr for the dtypes that PyTorch 2.x pickles as
+/// an UntypedStorage with _rebuild_tensor_v3 (uint16/32/64, float8, complex32).
 const char* storage_class_name(DType dtype) noexcept;
 
 }  // namespace h5dcp::detail::pickle

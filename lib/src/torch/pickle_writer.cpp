@@ -83,13 +83,9 @@ class Pickler {
   }
 
   void bytes(const std::string& raw) {
-    // As Python 3 pickles bytes for protocol 2: _codecs.encode(latin-1 text, "latin1").
-    if (raw.empty()) {
-      global("__builtin__", "bytes");
-      op(')');
-      op('R');
-      return;
-    }
+    // As Python 3 pickles non-empty bytes for protocol 2: _codecs.encode(latin-1
+    // text, "latin1"); empty ones too (Python writes builtins.bytes(), which
+    // torch.load(weights_only=True), PyTorch's default since 2.6, refuses).
     std::string text;
     for (const char ch : raw) {
       const auto c = static_cast<std::uint8_t>(ch);
@@ -124,17 +120,27 @@ class Pickler {
       op('t');
   }
 
+  // As torch.save in PyTorch 2.x: dtypes with a legacy storage class as
+  // _rebuild_tensor_v2 of a torch.<Type>Storage of `numel` elements, the
+  // others as _rebuild_tensor_v3 of an UntypedStorage of `numel` bytes, with
+  // the dtype as the last argument (both load with weights_only=True).
   void tensor(const TensorView& view) {
     if (!view.storage) throw UsageError("h5dcp: a tensor to pickle has no storage");
-    global("torch._utils", "_rebuild_tensor_v2");
+    const auto dtype = view.storage->dtype;
+    const char* storage_class = storage_class_name(dtype);
+    global("torch._utils", storage_class != nullptr ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
     op('(');
-    // The persistent id: ('storage', torch.<Type>Storage, key, location, numel).
+    // The persistent id: ('storage', storage type, key, location, numel).
     op('(');
     str("storage");
-    global("torch", storage_class_name(view.storage->dtype));
+    if (storage_class != nullptr)
+      global("torch", storage_class);
+    else
+      global("torch.storage", "UntypedStorage");  // as torch.save names it; weights_only allows only this
     str(view.storage->key);
     str(view.storage->location);
-    integer(view.storage->numel);
+    integer(storage_class != nullptr ? view.storage->numel
+                                     : view.storage->numel * static_cast<std::int64_t>(dtype_size(dtype)));
     op('t');
     op('Q');
     integer(view.storage_offset);
@@ -144,6 +150,7 @@ class Pickler {
     global("collections", "OrderedDict");  // backward hooks: OrderedDict()
     op(')');
     op('R');
+    if (storage_class == nullptr) global("torch", std::string(dtype_name(dtype)).c_str());
     op('t');
     op('R');
   }

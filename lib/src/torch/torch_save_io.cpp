@@ -30,7 +30,7 @@ class StorageTable {
     const auto dtype = detail::to_dtype(input.scalar_type());
     if (!dtype)
       throw UsageError("h5dcp: '" + fqn + "' has dtype " + std::string(c10::toString(input.scalar_type())) +
-                       ", which h5dcp does not write (float64/32/16, bfloat16, int64/32/16/8, uint8, bool)");
+                       ", which h5dcp does not write (it writes " + supported_dtype_names() + ")");
     at::Tensor t = input.device().is_cpu() ? input : input.to(at::kCPU);
     const auto element = static_cast<std::size_t>(t.element_size());
     auto storage = find(t, *dtype);
