@@ -20,8 +20,9 @@ else()
 endif()
 
 if(H5DCP_CUDA STREQUAL "ON" AND NOT H5DCP_TORCH_HAS_CUDA)
-  message(FATAL_ERROR "H5DCP_CUDA=ON, but the LibTorch found (${Torch_DIR}) was built without CUDA. "
-                      "Point Torch_DIR at a CUDA build of LibTorch, or use H5DCP_CUDA=AUTO or OFF.")
+  message(FATAL_ERROR "H5DCP_CUDA=ON needs a LibTorch built with CUDA, but LibTorch ${Torch_VERSION} found at "
+                      "${Torch_DIR} was built without CUDA. Use the CUDA build (scripts/cuda-check.sh installs the "
+                      "CUDA wheel of torch 2.14.1), point Torch_DIR at one, or use H5DCP_CUDA=AUTO or OFF.")
 endif()
 if(H5DCP_TORCH_HAS_CUDA AND NOT H5DCP_CUDA STREQUAL "OFF")
   set(H5DCP_WITH_CUDA TRUE)

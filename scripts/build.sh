@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds h5dcp (library, apps, tests) in ${H5DCP_BUILD_DIR:-build}.
-# Extra arguments go to the CMake configure step.
+# Extra arguments go to the CMake configure step; H5DCP_BUILD_PYTHON chooses
+# the Python whose LibTorch is used (default: install-deps.sh's environment).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${H5DCP_BUILD_DIR:-build}
@@ -11,6 +12,10 @@ generator=()
 if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 # LibTorch and the tests' Python: the virtual environment of install-deps.sh.
 source scripts/venv-paths.sh
-cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH5DCP_PYTHON="$H5DCP_VENV/bin/python" \
+cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DH5DCP_PYTHON="${H5DCP_BUILD_PYTHON:-$H5DCP_VENV/bin/python}" \
   "$@" >/dev/null
-cmake --build "$build_dir" --parallel "$(nproc)"
+# H5DCP_BUILD_TARGETS: only these targets (space-separated); default all.
+targets=()
+for t in ${H5DCP_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build_dir" --parallel "$(nproc)" "${targets[@]}"

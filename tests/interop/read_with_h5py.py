@@ -14,6 +14,10 @@ import h5py
 import numpy as np
 import torch
 
+# complex32 tensors are part of the cases; PyTorch warns that few operators support them.
+import warnings  # noqa: E402
+warnings.filterwarnings("ignore", message="ComplexHalf support is experimental")
+
 
 def read_checkpoint(group):
     """The nested state dict under an h5dcp group: dicts, lists, torch tensors, Python values."""

@@ -6,12 +6,16 @@
 #include <ATen/core/class_type.h>
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 
+#include "h5dcp/async_save.hpp"
+#include "h5dcp/checkpoint.hpp"
 #include "h5dcp/device.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/module_sync.hpp"
 #include "h5dcp/utils.hpp"
+#include "test_support.hpp"
 
 namespace h5dcp {
 namespace {
@@ -226,6 +230,29 @@ TEST(RecursiveTo, CudaWithoutCudaNamesTheTensor) {
     EXPECT_NE(std::string(e.what()).find("h5dcp: cannot move 'groups/0/ids' from cpu to cuda:0: "), std::string::npos)
         << e.what();
   }
+}
+
+// A LibTorch built with CUDA on a machine without a GPU (CI, login nodes):
+// CUDA is there, no device is, and everything falls back to the CPU.
+TEST(Cuda, CompiledInWithoutADeviceFallsBackToTheCpu) {
+#if H5DCP_WITH_CUDA
+  // The CUDA build of LibTorch registers its CUDA device guard when loaded.
+  EXPECT_TRUE(c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) << "h5dcp was built with CUDA";
+#else
+  EXPECT_FALSE(c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) << "h5dcp was built without CUDA";
+#endif
+  if (torch::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present: the fallback is not taken";
+  const auto choice = choose_device(0, 1, static_cast<int>(torch::cuda::device_count()), {});
+  EXPECT_EQ(choice.device(), "cpu");
+  // recursive_to(cuda) is a UsageError naming the tensor (above); async saves
+  // stage in pageable memory: one in a single process, read back exactly.
+  const test::TempDir dir;
+  StateDict sd{{"w", at::arange(12, at::kFloat).reshape({3, 4})}};
+  async_save(sd, dir.file("a.h5")).get();
+  finish_async_saves();
+  StateDict back{{"w", at::zeros({3, 4})}};
+  load(back, dir.file("a.h5"));
+  EXPECT_TRUE(at::equal(std::get<at::Tensor>(back.at("w")), std::get<at::Tensor>(sd.at("w"))));
 }
 
 // --- replace_by_prefix -----------------------------------------------------

@@ -1,5 +1,6 @@
 // AsyncSaver: plan and stage in the caller's thread, write in the background.
 
+#include <torch/cuda.h>  // declarations only: device_count() is 0 without CUDA or without a GPU
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 
@@ -51,8 +52,11 @@ struct Job {
 
 at::TensorOptions staging_options() {
   auto options = at::TensorOptions().dtype(at::kByte);
-  // Pinned memory speeds device-to-host copies, and exists only with CUDA.
-  return at::hasCUDA() ? options.pinned_memory(true) : options;
+  // Pinned memory speeds device-to-host copies. It needs a GPU, not only a
+  // LibTorch built with CUDA: on a machine without one (a CUDA build on a
+  // login node, CI) cudaHostAlloc fails, so ask for it only when a device is
+  // there, and use pageable memory otherwise.
+  return torch::cuda::device_count() > 0 ? options.pinned_memory(true) : options;
 }
 
 }  // namespace
