@@ -2,9 +2,11 @@
 //
 //   mpiexec -n 2 h5dcp-bench [--gib 1] [--reps 5] [--dir DIR] [--drop-caches] [--json FILE] (--help: more)
 //
-// The data is PyTorch DCP's peer benchmark's (../shared/peers): 4 float32
-// tensors [rows, 4096], row-sharded over the ranks. Every timed save
-// includes making the data durable (fsync). Medians over the repetitions:
+// The data is that of the peer benchmark (scripts/dcp_peer_bench.py, PyTorch's
+// DCP): 4 float32 tensors [rows, 4096], row-sharded over the ranks. One
+// untimed warm-up repetition comes first (--warmup), as for the peers. Every
+// timed save includes making the data durable (fsync). Medians over the
+// repetitions:
 //   raw       MPI_File_write_at_all of the same bytes at the same offsets + MPI_File_sync
 //             (and with MPI_File_write_at, each rank on its own)
 //   save      h5dcp::save
@@ -38,6 +40,7 @@ namespace {
 struct Args {
   double gib = 1.0;
   int reps = 5;
+  int warmup = 1;  // untimed repetitions first: first touches, HDF5's and MPI's set-up
   std::string dir = "/tmp/h5dcp-bench";
   bool drop_caches = false;
   std::string json;
@@ -190,6 +193,7 @@ int main(int argc, char** argv) {
     auto value = [&]() -> std::string { return a + 1 < argc ? argv[++a] : ""; };
     if (arg == "--gib") args.gib = std::stod(value());
     else if (arg == "--reps") args.reps = std::stoi(value());
+    else if (arg == "--warmup") args.warmup = std::stoi(value());
     else if (arg == "--dir") args.dir = value();
     else if (arg == "--drop-caches") args.drop_caches = true;
     else if (arg == "--json") args.json = value();
@@ -201,7 +205,8 @@ int main(int argc, char** argv) {
     else if (arg == "--save-only") args.save_only = true;
     else if (arg == "--async-only") args.async_only = true;
     else {
-      std::printf("usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--dir DIR] [--drop-caches] [--json FILE]\n"
+      std::printf("usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--drop-caches]\n"
+                  "                                 [--json FILE]\n"
                   "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
                   "                                 [--independent] [--save-only] [--async-only]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
@@ -237,7 +242,8 @@ int main(int argc, char** argv) {
 
   std::map<std::string, std::vector<double>> t;
   bool correct = true;
-  for (int rep = 0; rep < args.reps; ++rep) {
+  for (int rep = -args.warmup; rep < args.reps; ++rep) {
+    if (rep == 0) t.clear();  // the warm-up repetitions are not counted (their checks are)
     fresh(args.dir + "/raw.bin");
     t["raw"].push_back(timed([&] { raw_write(args.dir + "/raw.bin", saved, rows, true); }));
     fresh(args.dir + "/raw.bin");
@@ -341,7 +347,8 @@ int main(int argc, char** argv) {
     if (!args.json.empty()) {
       std::ofstream out(args.json);
       out << "{\n  \"ranks\": " << size_ << ",\n  \"gb\": " << gb << ",\n  \"small_gb\": " << small_gb
-          << ",\n  \"reps\": " << args.reps << ",\n  \"correct\": " << (correct ? "true" : "false")
+          << ",\n  \"reps\": " << args.reps << ",\n  \"warmup_reps\": " << args.warmup
+          << ",\n  \"correct\": " << (correct ? "true" : "false")
           << ",\n  \"sync_save_added_bytes\": " << sync_added << ",\n  \"async_save_added_bytes\": " << async_added
           << ",\n  \"peak_rss_bytes\": " << peak << ",\n  \"shard_bytes\": " << per_rank_bytes
           << ",\n  \"staging_bytes\": " << saver.stats().staging_bytes << ",\n  \"mpi_io\": \""

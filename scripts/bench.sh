@@ -4,26 +4,29 @@
 #   h5dcp-bench under ROMIO (the project default): raw MPI-IO write, h5dcp
 #     save / load / resharded load / async save / 5,000 small tensors, memory;
 #   the raw MPI-IO write under OMPIO too (the faster component, for reference);
-#   PyTorch DCP (../shared/peers/torch_dcp_bench.py, beside the project: this
-#     script, and only it, depends on ../shared);
+#   the peer benchmark, PyTorch's own DCP (scripts/dcp_peer_bench.py, in the
+#     project's virtual environment: not h5dcp, run for comparison);
 #   torch.save of the whole (gathered) state from one process.
+# Every side times fsync'd saves from a settled disk; the report states each
+# side's warm-up and refuses a ratio for a side whose own check failed.
 # Knobs (environment): GIB (1), REPS (5), RANKS (2), BENCH_DIR (/tmp/h5dcp-bench),
-# DROP_CACHES=1 to drop the page cache before loads (root only).
+# DROP_CACHES=1 to drop the page cache before loads (root only),
+# DCP_THREADS (auto: the peer's FileSystemWriter thread_count, tried 1, 2, 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GIB=${GIB:-1}
 REPS=${REPS:-5}
 RANKS=${RANKS:-2}
 DIR=${BENCH_DIR:-/tmp/h5dcp-bench}
-PEERS=${PEERS:-../shared/peers}
+DCP_THREADS=${DCP_THREADS:-auto}
 drop=()
 [ "${DROP_CACHES:-0}" = 1 ] && drop=(--drop-caches)
 
 scripts/install-deps.sh
-if ! /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
-  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-matplotlib >/dev/null
-fi
+source scripts/venv-paths.sh
+py="$H5DCP_VENV/bin/python"
+# The report's chart; only this script needs it, so it is not in install-deps.sh.
+"$py" -c "import matplotlib" 2>/dev/null || "$py" -m pip install -q matplotlib
 scripts/build.sh
 build=${H5DCP_BUILD_DIR:-build}
 out=$(mktemp -d)
@@ -31,9 +34,13 @@ mkdir -p "$DIR"
 export OMPI_MCA_mpi_yield_when_idle=1
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
+findmnt -no SOURCE,FSTYPE,OPTIONS -T "$DIR" > "$out/disk.txt" 2>/dev/null || true
+# A side whose check fails still writes its JSON (and exits non-zero): go on,
+# the report says which check failed.
+status=0
 echo "== h5dcp-bench (ROMIO), $RANKS ranks, $GIB GiB, $REPS reps"
 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" \
-  --json "$out/h5dcp.json" "${drop[@]}"
+  --json "$out/h5dcp.json" "${drop[@]}" | tee "$out/h5dcp.txt" || status=1
 echo "== knobs: early write-back off; ROMIO data sieving and collective buffering off (hints file)"
 H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/apps/h5dcp-bench" \
   --gib "$GIB" --reps "$REPS" --dir "$DIR" --save-only --json "$out/no-writeback.json" | grep "h5dcp save"
@@ -46,12 +53,13 @@ H5DCP_TRACE=1 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_TRACE "$build/ap
 echo "== raw MPI-IO write under OMPIO"
 OMPI_MCA_io=ompio mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" --raw-only \
   --json "$out/ompio.json" | tail -1
-echo "== PyTorch DCP ($PEERS/torch_dcp_bench.py), $REPS runs"
-for _ in $(seq "$REPS"); do
-  mpiexec -n "$RANKS" /usr/bin/python3 "$PEERS/torch_dcp_bench.py" "$DIR/dcp" "$GIB" "${drop[@]}" | tee -a "$out/dcp.txt"
-done
+echo "== peer: PyTorch DCP (scripts/dcp_peer_bench.py), $REPS reps after one warm-up"
+mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --dir "$DIR/dcp" --gib "$GIB" --reps "$REPS" \
+  --threads "$DCP_THREADS" --json "$out/dcp.json" "${drop[@]}" || status=1
 echo "== torch.save of the whole state from one process"
-/usr/bin/python3 scripts/torch_save_bench.py "$DIR/torch.pt" "$GIB" "$REPS" | tee "$out/torch_save.json"
-/usr/bin/python3 scripts/performance_report.py "$out" docs/PERFORMANCE.md docs/performance.png
+"$py" scripts/torch_save_bench.py "$DIR/torch.pt" "$GIB" "$REPS" | tee "$out/torch_save.json" || status=1
+"$py" scripts/performance_report.py "$out" docs/PERFORMANCE.md docs/performance.png
 rm -rf "$DIR"
-echo "wrote docs/PERFORMANCE.md and docs/performance.png"
+echo "wrote docs/PERFORMANCE.md and docs/performance.png (the run's raw results: $out)"
+[ "$status" -eq 0 ] || echo "bench.sh: a side's correctness check failed or it did not finish; see the report" >&2
+exit "$status"

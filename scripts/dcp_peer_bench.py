@@ -1,0 +1,279 @@
+"""PEER benchmark: PyTorch's own torch.distributed.checkpoint (DCP), run for
+comparison. This is NOT h5dcp: nothing of the project is imported or timed
+here. scripts/bench.sh runs it beside apps/h5dcp-bench, on the same data and
+the same disk, and scripts/performance_report.py compares the two.
+
+    mpiexec -n RANKS python scripts/dcp_peer_bench.py --dir DIR --gib GIB --reps REPS \
+        --json OUT.json [--threads auto|N] [--drop-caches] [--port P]
+
+The data is h5dcp-bench's: 4 float32 tensors [rows, 4096] totalling GIB GiB,
+row-sharded over the ranks (here as DTensors, Shard(0)), value row + i * 1e6
+in tensor i, so that every load is checked bit for bit. Cases:
+  save           dcp.save with FileSystemWriter(thread_count=N, sync_files=True,
+                 single_file_per_rank=True), until every rank has returned
+  load           dcp.load into zeroed DTensors of the same sharding
+  reshard        dcp.load with every rank loading another rank's rows (rank r
+                 gets rank (r + 1) % world's: h5dcp-bench's "rank shift")
+  async_blocking dcp.async_save, until the call returns (slowest rank)
+  async_total    dcp.async_save, until every rank's future has its result
+Every case runs once untimed first (the warm-up repetition, in these same
+processes), then REPS timed repetitions. Before every timed case, untimed:
+the old output is removed and every rank calls os.sync() (a settled disk, as
+h5dcp-bench gives its own cases); with --drop-caches rank 0 also drops the
+page cache before each load. With --threads auto the writer's thread_count
+is chosen by a short trial of 1, 2 and 4 threads first (recorded in the JSON).
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+
+for ours, ompi in (("RANK", "OMPI_COMM_WORLD_RANK"), ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"),
+                   ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")):
+    if ours not in os.environ and ompi in os.environ:
+        os.environ[ours] = os.environ[ompi]
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.distributed.checkpoint as dcp  # noqa: E402
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter  # noqa: E402
+from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions  # noqa: E402
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh  # noqa: E402
+from torch.distributed.tensor import DTensor, Shard  # noqa: E402
+
+TENSORS, COLS = 4, 4096
+THREAD_CANDIDATES = (1, 2, 4)
+
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("--dir", required=True, help="scratch directory for the checkpoints (removed at the end)")
+parser.add_argument("--gib", type=float, default=1.0)
+parser.add_argument("--reps", type=int, default=5)
+parser.add_argument("--json", required=True)
+parser.add_argument("--threads", default="auto", help="FileSystemWriter thread_count, or 'auto' (trial of 1, 2, 4)")
+parser.add_argument("--trial-reps", type=int, default=2, help="timed saves per thread_count in the auto trial")
+parser.add_argument("--drop-caches", action="store_true", help="drop the page cache before each load (root)")
+parser.add_argument("--port", default=os.environ.get("MASTER_PORT", "29517"))
+args = parser.parse_args()
+if args.reps < 1:
+    parser.error("--reps must be at least 1")
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+os.environ["MASTER_PORT"] = str(args.port)
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+# h5dcp-bench pins one ATen thread per rank; so does its peer.
+torch.set_num_threads(1)
+if args.drop_caches and not os.access("/proc/sys/vm/drop_caches", os.W_OK):
+    if rank == 0:
+        print("dcp_peer_bench: --drop-caches needs root (/proc/sys/vm/drop_caches)", file=sys.stderr)
+    sys.exit(2)
+
+rows = int(args.gib * 2**30 / 4 / TENSORS / COLS)
+rows -= rows % world
+if rows == 0:
+    sys.exit("dcp_peer_bench: --gib too small for this many ranks")
+per_rank = rows // world
+nbytes = TENSORS * rows * COLS * 4
+
+mesh = init_device_mesh("cpu", (world,))
+# Rank r holds block (r + 1) % world: mesh position c belongs to rank (c - 1) % world.
+shifted_mesh = DeviceMesh("cpu", torch.tensor([(c - 1) % world for c in range(world)])) if world > 1 else mesh
+# async_save runs its collectives from a background thread; PyTorch's async
+# checkpointing recipe gives them a process group of their own (gloo: on CPU)
+# so that they cannot interleave with the caller's.
+async_group = dist.new_group(backend="gloo")
+
+
+def block(owner, i, fill):
+    """Tensor i's rows held by mesh position `owner`, h5dcp-bench's values (row + i * 1e6)."""
+    if not fill:
+        return torch.zeros(per_rank, COLS, dtype=torch.float32)
+    return (torch.arange(per_rank, dtype=torch.float32).unsqueeze(1) + owner * per_rank + i * 1e6).expand(
+        per_rank, COLS).contiguous()
+
+
+def state(m, fill):
+    owner = m.get_coordinate()[0]
+    return {f"layer{i}.weight": DTensor.from_local(block(owner, i, fill), m, [Shard(0)], run_check=False,
+                                                  shape=torch.Size((rows, COLS)), stride=(COLS, 1))
+            for i in range(TENSORS)}
+
+
+def all_ok(ok):
+    flag = torch.tensor([1 if ok else 0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+def check(sd, m):
+    owner = m.get_coordinate()[0]
+    return all_ok(all(torch.equal(sd[f"layer{i}.weight"].to_local(), block(owner, i, True)) for i in range(TENSORS)))
+
+
+def settle(path=None):
+    """Untimed, before every timed case: old output gone, the disk idle."""
+    dist.barrier()
+    if path and rank == 0:
+        shutil.rmtree(path, ignore_errors=True)
+    dist.barrier()
+    os.sync()
+    dist.barrier()
+
+
+def drop_caches():
+    if not args.drop_caches:
+        return
+    dist.barrier()
+    if rank == 0:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    dist.barrier()
+
+
+def timed(fn):
+    """Wall time from a barrier until every rank has returned."""
+    dist.barrier()
+    t0 = time.perf_counter()
+    fn()
+    dist.barrier()
+    return time.perf_counter() - t0
+
+
+def writer(path, threads, **kw):
+    return FileSystemWriter(path, thread_count=threads, sync_files=True, single_file_per_rank=True, **kw)
+
+
+saved = state(mesh, True)
+save_path, async_path = os.path.join(args.dir, "dcp"), os.path.join(args.dir, "dcp-async")
+if rank == 0:
+    os.makedirs(args.dir, exist_ok=True)
+
+trial = None
+if args.threads == "auto":
+    trial = {"candidates": list(THREAD_CANDIDATES), "warmup_reps": 1, "reps": args.trial_reps, "seconds": {}}
+    for n in THREAD_CANDIDATES:
+        times = []
+        for rep in range(1 + args.trial_reps):
+            settle(save_path)
+            t = timed(lambda: dcp.save(saved, storage_writer=writer(save_path, n)))
+            if rep > 0:
+                times.append(t)
+        trial["seconds"][str(n)] = times
+    threads = min(THREAD_CANDIDATES, key=lambda n: statistics.median(trial["seconds"][str(n)]))
+    trial["chosen"] = threads
+else:
+    threads = int(args.threads)
+
+# One stager for every async save, so that its staging copy is allocated once
+# (by the warm-up repetition) and reused, as h5dcp's AsyncSaver's is: a
+# DefaultStager caches its CPU storages per source tensor. It is passed
+# explicitly because FileSystemWriter's own cached staging
+# (cache_staged_state_dict=True) pins memory, which needs an accelerator.
+# No pinned or shared memory, no staging thread, no non-blocking copies:
+# those options need an accelerator too.
+async_stager = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False,
+                                            use_async_staging=False, use_non_blocking_copy=False))
+
+cases = ("save", "load", "reshard", "async_blocking", "async_total")
+seconds = {c: [] for c in cases}
+ok = {c: True for c in cases}
+for rep in range(1 + args.reps):
+    keep = rep > 0  # repetition 0 is the untimed warm-up
+
+    settle(save_path)
+    t = timed(lambda: dcp.save(saved, storage_writer=writer(save_path, threads)))
+    if keep:
+        seconds["save"].append(t)
+
+    for case, m in (("load", mesh), ("reshard", shifted_mesh)):
+        target = state(m, False)
+        settle()
+        drop_caches()
+        t = timed(lambda: dcp.load(target, storage_reader=FileSystemReader(save_path)))
+        good = check(target, m)
+        ok[case] &= good
+        if case == "load":
+            ok["save"] &= good  # the save is checked by reading it back
+        if keep:
+            seconds[case].append(t)
+        del target
+
+    settle(async_path)
+    blocking = [0.0]
+
+    def run_async():
+        t0 = time.perf_counter()
+        future = dcp.async_save(saved, storage_writer=writer(async_path, threads), async_stager=async_stager,
+                                process_group=async_group)
+        blocking[0] = time.perf_counter() - t0
+        future.result()
+
+    t = timed(run_async)
+    slowest = torch.tensor([blocking[0]], dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    # The async checkpoint is read back too, untimed.
+    target = state(mesh, False)
+    dcp.load(target, storage_reader=FileSystemReader(async_path))
+    good = check(target, mesh)
+    del target
+    ok["async_blocking"] &= good
+    ok["async_total"] &= good
+    if keep:
+        seconds["async_blocking"].append(slowest.item())
+        seconds["async_total"].append(t)
+
+async_stager.close()
+on_disk = sum(os.path.getsize(os.path.join(save_path, f)) for f in os.listdir(save_path)) if rank == 0 else 0
+settle(save_path)
+settle(async_path)
+if rank == 0:
+    result = {
+        "benchmark": "peer: PyTorch's torch.distributed.checkpoint (DCP), not h5dcp",
+        "script": "scripts/dcp_peer_bench.py",
+        "torch_version": torch.__version__,
+        "ranks": world,
+        "tensors": TENSORS,
+        "rows": rows,
+        "cols": COLS,
+        "dtype": "float32",
+        "bytes": nbytes,
+        "gb": nbytes / 1e9,
+        "checkpoint_bytes_on_disk": on_disk,
+        "reps": args.reps,
+        "warmup_reps": 1,
+        "warmup": "every case once, untimed, before the timed repetitions, in the same processes",
+        "settled_disk": "before every timed case: old output removed and os.sync() on every rank, untimed",
+        "drop_caches": args.drop_caches,
+        "aten_threads": torch.get_num_threads(),
+        "writer": {"class": "FileSystemWriter", "thread_count": threads, "sync_files": True,
+                   "single_file_per_rank": True},
+        "thread_count": threads,
+        "thread_count_trial": trial,
+        "async": {"api": "torch.distributed.checkpoint.async_save",
+                  "async_checkpointer_type": "thread (the default)",
+                  "process_group": "a gloo group of its own",
+                  "async_stager": "DefaultStager(StagingOptions(all False)), one for all saves: "
+                                  "staging memory allocated once (warm-up) and reused"},
+        "reshard": "rank r loads the rows of rank (r + 1) % world (DTensor Shard(0) on a permuted mesh)"
+                   if world > 1 else "one rank: same as load",
+        "cases": {c: {"seconds": seconds[c], "bytes": nbytes, "ok": ok[c]} for c in cases},
+        "median_seconds": {c: statistics.median(seconds[c]) for c in cases},
+        "ok": all(ok.values()),
+    }
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=2)
+    g = nbytes / 1e9
+    print(f"dcp_peer_bench (PEER, PyTorch {torch.__version__} DCP): {world} ranks, {TENSORS} x [{rows}, {COLS}] "
+          f"float32 = {g:.3f} GB, {args.reps} reps after 1 warm-up, thread_count {threads}, "
+          f"{'page cache dropped before loads' if args.drop_caches else 'page cache warm'}")
+    for c in cases:
+        med = result["median_seconds"][c]
+        rate = f"{g / med:10.3f} GB/s" if c != "async_blocking" else f"{'':15}"
+        print(f"{c:16} {med:10.3f} s {rate}  ok={ok[c]}")
+dist.barrier()
+dist.destroy_process_group()
+sys.exit(0 if all(ok.values()) else 1)
