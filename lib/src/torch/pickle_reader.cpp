@@ -322,9 +322,14 @@ class Unpickler {
       fail("a tensor is rebuilt (_rebuild_tensor_v3) from unexpected arguments");
     const auto& type = *args[6];
     const auto dtype = type.module == "torch" ? dtype_from_name(type.name) : std::nullopt;
-    if (!dtype)
-      fail("a tensor has dtype " + type.module + "." + type.name + ", which h5dcp cannot store (it stores " +
-           supported_dtype_names() + ")");
+    if (!dtype) {
+      // Refused where its key is known (the state dict's walk), not here.
+      auto unstorable = Object::of(Kind::Global);
+      unstorable->module = type.module;
+      unstorable->name = type.name;
+      unstorable->unstorable_tensor = true;
+      return unstorable;
+    }
     // The storage objects of the stack share the one in storages_: typing it
     // here types every view of it.
     auto& storage = *storages_.at(args[0]->storage->key);

@@ -15,7 +15,8 @@ std::string describe(const Object& object) {
     case Kind::Dict: return "a dict";
     case Kind::Tensor: return "a tensor";
     case Kind::Storage: return "a storage";
-    case Kind::Global: return object.module + "." + object.name;
+    case Kind::Global:
+      return (object.unstorable_tensor ? "a tensor of dtype " : "") + object.module + "." + object.name;
   }
   return "an unknown object";
 }

@@ -56,6 +56,9 @@ struct Object {
   std::shared_ptr<const Storage> storage;                ///< Storage
   std::string module;                                    ///< Global: "torch._utils"
   std::string name;                                      ///< Global: "_rebuild_tensor_v2"
+  /// Global: a tensor of the dtype torch.<name>, which h5dcp cannot store. The
+  /// reader keeps it as such so that the state dict's walk can name its key.
+  bool unstorable_tensor = false;
 
   static ObjectPtr none() { return std::make_shared<Object>(); }
   static ObjectPtr of(Kind kind) {

@@ -61,7 +61,8 @@ class Indexer {
       case Kind::Storage:
       case Kind::Global: break;
     }
-    fail(fqn, "is " + pickle::describe(o) + ", which h5dcp cannot store");
+    fail(fqn, "is " + pickle::describe(o) + ", which h5dcp cannot store" +
+                  (o.unstorable_tensor ? " (it stores " + supported_dtype_names() + ")" : std::string()));
   }
 
  private:
