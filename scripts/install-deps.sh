@@ -6,11 +6,10 @@
 #  2. A Python virtual environment with PyTorch 2.13 (CPU; its LibTorch is the
 #     one h5dcp builds against) and the Python packages the tests use. It lives
 #     outside the checkout, in ${H5DCP_VENV:-~/.cache/h5dcp/venv-torch-2.13.0},
-#     so fresh clones (CI) reuse it; it is rebuilt when its stamp is missing.
+#     so fresh clones (CI) reuse it; it is rebuilt when its stamp of pins differs.
 #  3. With --cuda also a second environment with the CUDA build of
 #     torch==2.14.1 (${H5DCP_CUDA_VENV:-~/.cache/h5dcp/venv-torch-2.14.1-cuda},
 #     about 5 GB), the LibTorch the CUDA configuration compiles against.
-# Prints the environments' paths on the last lines when asked with --print.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/venv-paths.sh

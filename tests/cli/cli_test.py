@@ -1,6 +1,6 @@
 """Tests of the h5dcp command-line tool: exit codes and output of every
-subcommand. One case per CTest test; run with /usr/bin/python3 (h5py is
-needed to damage files for `verify`).
+subcommand. One case per CTest test; run with the project's virtual
+environment's python (h5py is needed to damage files for `verify`).
 
 usage: cli_test.py H5DCP CASE ARGS...
   help [SUBCOMMAND]                 --help: exit 0, usage, options, exit codes

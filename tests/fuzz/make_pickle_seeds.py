@@ -1,14 +1,14 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes the seed corpus of the torch_pickle fuzz target: the data.pkl of
-small real torch.save files (run with a Python that has torch; Debian's
-/usr/bin/python3 with python3-torch). Each seed covers a part of what the
+small real torch.save files (run with a Python that has torch: the
+project's virtual environment, with PyTorch 2.13). Each seed covers a part of what the
 pickle reader accepts: every dtype, views of a shared storage, 0-d and empty
 tensors, nested dicts/lists/tuples, OrderedDict with _metadata (a module's
 state dict), int dict keys (an optimizer's state), every scalar kind,
 Parameters, a tensor subclass (_rebuild_from_type_v2), and pickle protocols
 2 (torch.save's default) to 5.
 
-    /usr/bin/python3 tests/fuzz/make_pickle_seeds.py [tests/fuzz/corpus/torch_pickle]
+    ~/.cache/h5dcp/venv-torch-2.13.0/bin/python tests/fuzz/make_pickle_seeds.py [tests/fuzz/corpus/torch_pickle]
 """
 import collections
 import io

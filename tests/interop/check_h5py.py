@@ -1,6 +1,7 @@
 """Reads a checkpoint written by h5dcp-example with h5py alone (no h5dcp) and
 checks every dataset's shape, dtype, attributes and every value against the
-example's formulas. Run with /usr/bin/python3 (Debian's h5py).
+example's formulas. Run with the python of
+the project's virtual environment (~/.cache/h5dcp/venv-torch-2.13.0/bin/python, made by scripts/install-deps.sh).
 
 usage: check_h5py.py FILE WORLD_SIZE
 """

@@ -2,7 +2,8 @@
 h5dcp), and checks it against the torch.save file it was converted from:
 same structure, dtypes (bfloat16 included), shapes and bit-identical values.
 read_checkpoint below is the worked example of docs/FORMAT.md, and this
-script checks that the two are the same text. Run with /usr/bin/python3.
+script checks that the two are the same text. Run with the python of
+the project's virtual environment (~/.cache/h5dcp/venv-torch-2.13.0/bin/python, made by scripts/install-deps.sh).
 
 usage: read_with_h5py.py CHECKPOINT ORIGINAL.pt FORMAT.md
 """

@@ -1,5 +1,6 @@
 """torch.save files for h5dcp's interop tests, written and checked by real
-PyTorch. Run with /usr/bin/python3 (Debian's torch).
+PyTorch 2.13. Run with the python of
+the project's virtual environment (~/.cache/h5dcp/venv-torch-2.13.0/bin/python, made by scripts/install-deps.sh).
 
 usage:
   torch_save_cases.py make DIR

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The reliability figures of docs/RELIABILITY.md, measured with fault_trial.
 
   reliability.py --trial BIN --mpiexec MPIEXEC --workdir DIR [--quick]
