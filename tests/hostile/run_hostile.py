@@ -130,10 +130,12 @@ def judge(run, allowed, leftover, rss_limit_kib):
 
 
 def first_line(text):
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:300]
-    return ""
+    """The message's first line, with the next one when it ends in ':' (a list follows)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    head = lines[0] + (" " + lines[1] if lines[0].endswith(":") and len(lines) > 1 else "")
+    return head[:300]
 
 
 def main():
@@ -154,10 +156,15 @@ def main():
     out_dir = os.path.join(args.workdir, "out")
     os.makedirs(inputs_dir)
     os.makedirs(out_dir)
+    described = {}  # file -> what it is, from its generator's "<file>: <what>" lines
     for generator in args.generator:
         done = subprocess.run([args.python, generator, inputs_dir], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if done.returncode != 0:
             sys.exit("run_hostile: %s failed:\n%s" % (generator, done.stdout.decode(errors="replace")))
+        for line in done.stdout.decode(errors="replace").splitlines():
+            name, sep, what = line.partition(": ")
+            if sep:
+                described[name.strip()] = what.strip()
     for directory in args.inputs:
         for name in sorted(os.listdir(directory)):
             shutil.copy(os.path.join(directory, name), inputs_dir)
@@ -178,7 +185,8 @@ def main():
             code, sig, timed_out, rss, seconds, out, err = result
             runs.append({"file": name, "command": command, "exit": code, "signal": sig, "timed_out": timed_out,
                          "peak_rss_kib": rss, "seconds": round(seconds, 3), "bytes": os.path.getsize(path),
-                         "message": first_line(err) or first_line(out), "problems": problems})
+                         "message": (first_line(err) or first_line(out)).replace(inputs_dir + "/", "").replace(
+                             out_dir + "/", ""), "problems": problems})
             status = "ok  " if not problems else "FAIL"
             print("%s %-8s %-44s exit %-4s %6.1f MiB %6.2f s  %s" %
                   (status, command, name, code if sig is None else "sig%d" % sig, rss / 1024, seconds,
@@ -208,7 +216,8 @@ def main():
     }
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"totals": totals, "runs": runs}, f, indent=1)
+            json.dump({"totals": totals, "files": {f: described.get(f, "") for f in files}, "runs": runs}, f,
+                      indent=1)
     print("hostile inputs: %(inputs)d files, %(runs)d runs: %(refused_cleanly)d refused cleanly, crashes "
           "%(crashes)d, hangs %(hangs)d, over memory %(over_memory)d, peak RSS %(peak_rss_mib_max)s MiB" % totals)
     print("%d passed, %d failed" % (len(runs) - failures, failures))
