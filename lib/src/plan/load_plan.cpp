@@ -78,7 +78,14 @@ LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Me
       continue;
     }
     auto index = indexes.find(fqn);
-    if (index == indexes.end()) index = indexes.emplace(fqn, ChunkIndex(saved->chunks)).first;
+    if (index == indexes.end()) {
+      // Checked once per tensor, on every load: the reads copy each saved
+      // chunk's part of a block, so chunks that overlap (their volumes may
+      // still add up) leave the elements no chunk covers unread.
+      if (const auto tiling = tiling_problem(fqn, saved->size, saved->chunks))
+        throw FormatError("h5dcp: " + *tiling + ": the checkpoint's chunk attributes are damaged");
+      index = indexes.emplace(fqn, ChunkIndex(saved->chunks)).first;
+    }
     index->second.overlaps(storage_box, overlaps);
     std::int64_t covered = 0;
     std::vector<std::size_t> sources;
@@ -86,7 +93,7 @@ LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Me
       covered += volume(o.intersection.sizes);
       sources.push_back(o.chunk);
     }
-    if (covered != volume(storage_box.sizes))
+    if (covered != volume(storage_box.sizes))  // cannot happen after the tiling check: kept as a guard
       throw FormatError("h5dcp: the saved chunks of '" + fqn + "' do not cover the block " + describe_box(storage_box) +
                         ": the checkpoint's chunk attributes are damaged");
     plan.items.push_back(ReadItem{ReadItemType::Tensor, want.dest_index, Shape(want.box.offsets.size(), 0), fqn,
