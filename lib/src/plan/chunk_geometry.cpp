@@ -89,6 +89,8 @@ constexpr double kMaxUncoveredSearch = 1e8;
 // The first overlapping pair, if any. A sweep along the dimension with the
 // most distinct start offsets keeps this near O(n log n) for the usual
 // shardings (rows, columns, grids) instead of comparing all pairs.
+}  // namespace
+
 std::optional<std::string> find_overlap(const std::string& fqn, std::vector<ChunkStorageMetadata> chunks) {
   if (chunks.size() < 2 || chunks.front().offsets.empty()) return std::nullopt;
   const std::size_t dims = chunks.front().offsets.size();
@@ -115,6 +117,8 @@ std::optional<std::string> find_overlap(const std::string& fqn, std::vector<Chun
   }
   return std::nullopt;
 }
+
+namespace {
 
 // One element no chunk covers, found on the grid of chunk boundaries; nullopt
 // when the grid is too large to walk (the message then gives counts only).

@@ -35,9 +35,9 @@ struct LoadRequest {
 /// problem. Also lists the stored leaves nobody on this rank asked for, and
 /// for each block the saved chunks it overlaps (found with a ChunkIndex, not
 /// by scanning every chunk). Throws FormatError naming the tensor and two
-/// chunks when a requested tensor's saved chunks overlap, or naming an
-/// element none covers when they leave a gap (exact tiling, checked once per
-/// tensor: a sum of volumes would let an overlap hide a gap).
+/// chunks when a requested tensor's saved chunks overlap (checked once per
+/// tensor: a sum of volumes alone would let an overlap hide a gap), and when
+/// they leave part of a requested block uncovered.
 LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Metadata& metadata, bool strict,
                                 bool convert_dtype);
 
