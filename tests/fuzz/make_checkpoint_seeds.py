@@ -106,8 +106,13 @@ seeds = {
     "chunks_overflow": ints(W, "chunk_offsets", [0, 0, BIG, 0], shape=[2, 2]),
     "chunks_sizes_overflow": ints(W, "chunk_sizes", [2, 4, BIG, BIG], shape=[2, 2]),
     "chunks_outside": ints(W, "chunk_sizes", [2, 4, 5, 4], shape=[2, 2]),
-    "chunks_overlap": ints(W, "chunk_offsets", [0, 0, 1, 0], shape=[2, 2]),
+    "chunks_overlap": ints(W, "chunk_offsets", [0, 0, 1, 0], shape=[2, 2]),  # volumes add up: row 5 uncovered
     "chunks_gap": ints(W, "chunk_sizes", [1, 4, 4, 4], shape=[2, 2]),
+    # Volumes that add up to the shape's, hiding an overlap and a gap.
+    "chunks_duplicate": ints(W, "chunk_offsets", [0, 0, 0, 0], shape=[2, 2]) + ints(W, "chunk_sizes", [2, 4, 2, 4],
+                                                                                      shape=[2, 2]),
+    # One row per slab: 6 slabs claimed, 2 digests stored.
+    "checksum_rows_one_each": ints(W, "checksum_rows", [1, 1]),
     "chunks_one_dimension": ints(W, "chunk_offsets", [0, 2]),
     "chunks_count_mismatch": ints(W, "chunk_sizes", [6, 4]),
     "chunks_unsigned": ints(W, "chunk_offsets", [0, 0, 2**64 - 1, 0], "u64", [2, 2]),

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/checksum.hpp"
 #include "h5dcp/h5dcp.hpp"
+#include "hdf5/attributes.hpp"
 #include "test_support.hpp"
 
 namespace h5dcp {
@@ -70,6 +72,44 @@ class BadFiles : public ::testing::Test {
       H5Fclose(f);
     });
     return path;
+  }
+
+  // A copy of the good file, changed by `edit(file)` with plain HDF5 on rank 0.
+  template <typename Edit>
+  std::string edited(const std::string& name, Edit&& edit) {
+    const auto path = dir_.file(name);
+    on_rank0([&] {
+      std::filesystem::copy_file(good_, path);
+      const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      edit(f);
+      H5Fclose(f);
+    });
+    return path;
+  }
+
+  // A group marked as a dict entry `name` under `parent`.
+  static hid_t dict_group(hid_t parent, const char* name) {
+    const hid_t g = H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    detail::write_string_attribute(g, "h5dcp.key", name);
+    detail::write_string_attribute(g, "h5dcp.container", "dict");
+    return g;
+  }
+
+  // A dataset of `dims` (never written: no storage) marked as `attributes`.
+  static void unwritten_dataset(hid_t parent, const char* name, hid_t type, std::vector<hsize_t> dims, bool chunked,
+                                const std::vector<std::pair<const char*, std::string>>& attributes) {
+    const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (chunked) {
+      const std::vector<hsize_t> one(dims.size(), 1);
+      H5Pset_chunk(dcpl, static_cast<int>(one.size()), one.data());
+    }
+    const hid_t d = H5Dcreate2(parent, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    for (const auto& [attribute, text] : attributes) detail::write_string_attribute(d, attribute, text);
+    detail::write_string_attribute(d, "h5dcp.key", name);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(space);
   }
 
   test::TempDir dir_;
@@ -133,6 +173,131 @@ TEST_F(BadFiles, DamagedMetadata) {
   EXPECT_NE(message.find("outside its shape"), std::string::npos) << message;
   message = load_error(with_attribute("sums.h5", "/w", "h5dcp.checksum_rows", {1, 2, 3}));
   EXPECT_NE(message.find("checksum rows"), std::string::npos) << message;
+}
+
+// A group holding a hard link to itself: the container walk recursed until
+// the stack overflowed (SIGSEGV in inspect, verify, convert and load).
+TEST_F(BadFiles, GroupsLinkedIntoThemselvesAreRefused) {
+  const auto self = edited("self.h5", [](hid_t f) {
+    const hid_t g = dict_group(f, "g");
+    H5Lcreate_hard(g, ".", g, "g", H5P_DEFAULT, H5P_DEFAULT);
+    H5Gclose(g);
+  });
+  auto message = load_error(self);
+  EXPECT_NE(message.find("'g/g' in '" + self + "' is the object already read as 'g': a group or dataset linked twice"),
+            std::string::npos)
+      << message;
+  const auto soft = edited("soft.h5", [](hid_t f) {
+    const hid_t g = dict_group(f, "g");
+    H5Lcreate_soft("/g", g, "g", H5P_DEFAULT, H5P_DEFAULT);
+    H5Gclose(g);
+  });
+  message = load_error(soft);
+  EXPECT_NE(message.find("'g/g' in '" + soft + "' is a soft link: h5dcp checkpoints hold only hard links"),
+            std::string::npos)
+      << message;
+  const auto report = verify_checkpoint(self);
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_EQ(report.problems[0].check, "metadata");
+}
+
+// Nesting beyond what any state dict reaches is refused before the walk's
+// recursion gets deep (a few hundred KB of groups reach any stack's end).
+TEST_F(BadFiles, NestingDeeperThan256ContainersIsRefused) {
+  const auto deep = edited("deep.h5", [](hid_t f) {
+    std::vector<hid_t> groups{dict_group(f, "d")};
+    for (int i = 1; i < 300; ++i) groups.push_back(dict_group(groups.back(), "d"));
+    for (const auto g : groups) H5Gclose(g);
+  });
+  const auto message = load_error(deep);
+  EXPECT_NE(message.find("is nested 256 containers deep, deeper than the 256 h5dcp reads"), std::string::npos)
+      << message;
+}
+
+// Sizes the file claims are checked before anything is allocated for them.
+TEST_F(BadFiles, SizesBeyondTheFileAreRefusedBeforeAllocating) {
+  // A 4 GiB value never written: 8.5 GB resident before.
+  auto message = load_error(edited("value.h5", [](hid_t f) {
+    unwritten_dataset(f, "blob", H5T_STD_U8LE, {hsize_t{1} << 32}, false, {{"h5dcp.kind", "bytes"}});
+  }));
+  EXPECT_NE(message.find("value 'blob' holds 4294967296 bytes, more than the"), std::string::npos) << message;
+  // 2^31 one-row checksum slabs: the slab list alone took 10 GB before.
+  message = load_error(edited("slabs.h5", [](hid_t f) {
+    unwritten_dataset(f, "big", H5T_STD_U8LE, {hsize_t{1} << 31}, false,
+                      {{"h5dcp.kind", "tensor"}, {"h5dcp.dtype", "uint8"}});
+    const hid_t d = H5Dopen2(f, "big", H5P_DEFAULT);
+    detail::write_int64_attribute(d, "h5dcp.chunk_offsets", {0}, 1);
+    detail::write_int64_attribute(d, "h5dcp.chunk_sizes", {std::int64_t{1} << 31}, 1);
+    detail::write_int64_attribute(d, "h5dcp.checksum_rows", {1});
+    detail::write_uint64_attribute(d, "h5dcp.checksums", {0});
+    H5Dclose(d);
+  }));
+  EXPECT_NE(message.find("'big' in '"), std::string::npos) << message;
+  EXPECT_NE(message.find("holds 2147483648 bytes, but"), std::string::npos) << message;
+  // [2^32, 2^32]: volume() wrapped to 0, and verify said OK without reading.
+  const auto huge = edited("huge.h5", [](hid_t f) {
+    unwritten_dataset(f, "huge", H5T_STD_U8LE, {hsize_t{1} << 32, hsize_t{1} << 32}, true,
+                      {{"h5dcp.kind", "tensor"}, {"h5dcp.dtype", "uint8"}});
+    const hid_t d = H5Dopen2(f, "huge", H5P_DEFAULT);
+    detail::write_int64_attribute(d, "h5dcp.chunk_offsets", {0, 0}, 1);
+    detail::write_int64_attribute(d, "h5dcp.chunk_sizes", {std::int64_t{1} << 32, std::int64_t{1} << 32}, 1);
+    H5Dclose(d);
+  });
+  message = load_error(huge);
+  EXPECT_NE(message.find("has the shape [4294967296, 4294967296] of uint8, more bytes than 64 bits count"),
+            std::string::npos)
+      << message;
+  const auto report = verify_checkpoint(huge);
+  EXPECT_FALSE(report.ok());
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].message.find("more bytes than 64 bits count"), std::string::npos);
+}
+
+// Chunks [0:2] and [1:3] of a [4, 2] tensor, with the checksums of the rows
+// they name: their volumes add up to the tensor's, the old coverage check
+// passed, and row 3 was never read (stale values in load, uninitialised
+// memory in load_all, and no error).
+TEST_F(BadFiles, OverlappingChunksAreRefusedOnEveryLoad) {
+  const auto reference = test::reference_tensor({4, 2}, at::kFloat);
+  const auto path = dir_.file("overlap.h5");
+  save(StateDict{{"w", reference}}, path);
+  on_rank0([&] {
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t d = H5Dopen2(f, "w", H5P_DEFAULT);
+    for (const char* name : {"h5dcp.chunk_offsets", "h5dcp.chunk_sizes", "h5dcp.checksum_rows", "h5dcp.checksums"})
+      H5Adelete(d, name);
+    detail::write_int64_attribute(d, "h5dcp.chunk_offsets", {0, 0, 1, 0}, 2);
+    detail::write_int64_attribute(d, "h5dcp.chunk_sizes", {2, 2, 2, 2}, 2);
+    detail::write_int64_attribute(d, "h5dcp.checksum_rows", {2, 2});
+    const auto rows = [&](std::int64_t first) {
+      const auto block = reference.slice(0, first, first + 2).contiguous();
+      return detail::checksum(block.data_ptr(), static_cast<std::size_t>(block.nbytes()));
+    };
+    detail::write_uint64_attribute(d, "h5dcp.checksums", {rows(0), rows(1)});
+    H5Dclose(d);
+    H5Fclose(f);
+  });
+  const std::string expected = "shards of 'w' overlap: [0:2, 0:2] and [1:3, 0:2]";
+  StateDict target{{"w", at::full({4, 2}, 7.0f)}};
+  try {
+    load(target, path);
+    ADD_FAILURE() << "load read " << std::get<at::Tensor>(target.at("w"));
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  try {
+    const auto all = load_all(path);
+    ADD_FAILURE() << "load_all read " << std::get<at::Tensor>(all.at("w"));
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  if (test::world_rank() == 0) {
+    EXPECT_THROW(CheckpointReader reader(path), FormatError);
+    const auto report = verify_checkpoint(path);
+    ASSERT_FALSE(report.problems.empty());
+    EXPECT_EQ(report.problems[0].check, "tiling");
+    EXPECT_NE(report.problems[0].message.find(expected), std::string::npos) << report.problems[0].message;
+  }
 }
 
 }  // namespace

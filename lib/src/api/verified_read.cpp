@@ -6,6 +6,7 @@
 
 #include "core/checksum.hpp"
 #include "h5dcp/error.hpp"
+#include "plan/checksum_layout.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "torch/dtype_mapping.hpp"
 #include "torch/tensor_blocks.hpp"
@@ -38,9 +39,10 @@ void read_verified(ContainerReader& reader, const ReadItem& item, const at::Tens
   // Where each chunk's digests start in the flat list.
   std::vector<std::size_t> first_digest(storage.chunks.size() + 1, 0);
   for (std::size_t c = 0; c < storage.chunks.size(); ++c)
-    first_digest[c + 1] = first_digest[c] + (volume(storage.chunks[c].sizes) == 0
-                                                 ? 0
-                                                 : checksum_slabs(storage.chunks[c], checksums.rows[c]).size());
+    first_digest[c + 1] =
+        first_digest[c] + static_cast<std::size_t>(volume(storage.chunks[c].sizes) == 0
+                                                       ? 0
+                                                       : checksum_slab_count(storage.chunks[c], checksums.rows[c]));
 
   // The block is exactly one saved chunk and can be read in place: read it,
   // then check its slabs where they lie.
@@ -61,7 +63,9 @@ void read_verified(ContainerReader& reader, const ReadItem& item, const at::Tens
   }
 
   // Otherwise every slab the block touches is read whole, checked, and its
-  // wanted part copied out.
+  // wanted part copied out. The parts must fill the block: a planner that let
+  // overlapping chunks through would leave elements of it unread.
+  std::int64_t copied = 0;
   for (const auto c : item.source_chunks) {
     const auto& chunk = storage.chunks[c];
     const auto wanted = box.sizes.empty() ? std::optional<ChunkStorageMetadata>(chunk) : intersect(box, chunk);
@@ -76,10 +80,15 @@ void read_verified(ContainerReader& reader, const ReadItem& item, const at::Tens
         if (got != checksums.digests[digest]) mismatch(item, c, slab, checksums.digests[digest], got);
         auto target = narrowed(block, minus(part->offsets, box.offsets), part->sizes);
         target.copy_(narrowed(buffer, minus(part->offsets, slab.offsets), part->sizes));
+        copied += volume(part->sizes);
       }
       ++digest;
     }
   }
+  if (copied != volume(box.sizes))
+    throw FormatError("h5dcp: the saved chunks of '" + item.storage_fqn + "' fill " + std::to_string(copied) +
+                      " of the " + std::to_string(volume(box.sizes)) + " elements of the block " + describe_box(box) +
+                      " (overlapping chunks): the checkpoint's chunk attributes are damaged");
 }
 
 }  // namespace h5dcp::detail

@@ -54,6 +54,19 @@ Handle open_attribute(hid_t object, const std::string& name, const std::string& 
   return Handle(check_id(H5Aopen(object, name.c_str(), H5P_DEFAULT), "opening attribute " + name), H5Aclose);
 }
 
+// An attribute's data is stored in its file: one claiming more bytes than the
+// file has is damaged, and is refused before `bytes` are allocated for it.
+void check_attribute_size(hid_t object, const std::string& name, const std::string& where, hsize_t count,
+                          std::size_t element_size) {
+  Handle file(check_id(H5Iget_file_id(object), "H5Iget_file_id"), H5Fclose);
+  hsize_t file_bytes = 0;
+  check_status(H5Fget_filesize(file.get(), &file_bytes), "H5Fget_filesize");
+  if (element_size != 0 && count > file_bytes / element_size)
+    throw FormatError("h5dcp: attribute '" + name + "' of " + where + " claims " + std::to_string(count) + " x " +
+                      std::to_string(element_size) + " bytes, more than the file's " + std::to_string(file_bytes) +
+                      ": the checkpoint is damaged");
+}
+
 }  // namespace
 
 std::string read_string_attribute(hid_t object, const std::string& name, const std::string& where) {
@@ -71,6 +84,7 @@ std::string read_string_attribute(hid_t object, const std::string& name, const s
     return value;
   }
   const std::size_t size = H5Tget_size(type.get());
+  check_attribute_size(object, name, where, 1, size);
   std::string value(size, '\0');
   check_status(H5Aread(attr.get(), type.get(), value.data()), "reading attribute " + name);
   value.resize(value.find('\0') == std::string::npos ? size : value.find('\0'));
@@ -89,6 +103,7 @@ std::vector<T> read_integer_attribute(hid_t object, const std::string& name, con
   Handle space(check_id(H5Aget_space(attr.get()), "H5Aget_space"), H5Sclose);
   const auto n = H5Sget_simple_extent_npoints(space.get());
   if (n < 0) throw_hdf5_error("H5Sget_simple_extent_npoints");
+  check_attribute_size(object, name, where, static_cast<hsize_t>(n), sizeof(T));
   std::vector<T> values(static_cast<std::size_t>(n));
   check_status(H5Aread(attr.get(), memory_type, values.data()), "reading attribute " + name);
   return values;

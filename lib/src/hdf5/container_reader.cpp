@@ -1,5 +1,9 @@
 #include "hdf5/container_reader.hpp"
 
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "core/checksum.hpp"
@@ -19,17 +23,68 @@
 namespace h5dcp::detail {
 namespace {
 
-Shape shape_of(hid_t dataset) {
+// The deepest nesting of dicts and lists the walk follows. Real state dicts
+// nest a handful of levels (optim/state/<id>/exp_avg, a module tree); the
+// walk recurses once per level, and a crafted file of a few hundred KB can
+// nest thousands of groups.
+constexpr std::size_t kMaxContainerDepth = 256;
+
+// What the datasets of a file may claim in all: the file's own size. Every
+// tensor and value is stored in the file once (h5dcp writes contiguous
+// datasets, allocated in full), so a file whose datasets claim more bytes
+// than it has is damaged or crafted, and nothing is allocated for it.
+class ByteBudget {
+ public:
+  ByteBudget(std::int64_t file_bytes, const std::string& path) : file_bytes_(file_bytes), path_(path) {}
+
+  std::int64_t left() const { return file_bytes_ - claimed_; }
+
+  void claim(std::int64_t bytes, const std::string& where) {
+    if (bytes <= left()) {
+      claimed_ += bytes;
+      return;
+    }
+    throw FormatError("h5dcp: " + where + " holds " + std::to_string(bytes) + " bytes, but '" + path_ + "' has " +
+                      std::to_string(file_bytes_) + " bytes in all" +
+                      (claimed_ > 0 ? " (" + std::to_string(claimed_) + " of them taken by the datasets before it)" : "") +
+                      ": the checkpoint is damaged");
+  }
+
+ private:
+  std::int64_t file_bytes_;
+  std::int64_t claimed_ = 0;
+  const std::string& path_;
+};
+
+Shape shape_of(hid_t dataset, const std::string& where) {
   Handle space(check_id(H5Dget_space(dataset), "H5Dget_space"), H5Sclose);
   const int ndim = H5Sget_simple_extent_ndims(space.get());
   if (ndim < 0) throw_hdf5_error("H5Sget_simple_extent_ndims");
   std::vector<hsize_t> dims(static_cast<std::size_t>(ndim));
   if (ndim > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
     throw_hdf5_error("H5Sget_simple_extent_dims");
-  return Shape(dims.begin(), dims.end());
+  Shape shape;
+  for (const auto d : dims) {
+    if (d > static_cast<hsize_t>(std::numeric_limits<std::int64_t>::max()))
+      throw FormatError("h5dcp: " + where + " has a dimension of " + std::to_string(d) + " elements, beyond int64");
+    shape.push_back(static_cast<std::int64_t>(d));
+  }
+  return shape;
 }
 
-TensorStorageMetadata read_tensor_metadata(hid_t dataset, const std::string& where) {
+// The tensor's bytes, checked against overflow and against what the file
+// still has room for, before anything is allocated for it.
+void claim_tensor_bytes(hid_t dataset, const TensorStorageMetadata& t, ByteBudget& budget, const std::string& where) {
+  const auto bytes = checked_bytes(t.size, static_cast<std::int64_t>(dtype_size(t.properties.dtype)));
+  if (!bytes)
+    throw FormatError("h5dcp: " + where + " has the shape " + describe_shape(t.size) + " of " +
+                      std::string(dtype_name(t.properties.dtype)) + ", more bytes than 64 bits count: the checkpoint is damaged");
+  budget.claim(*bytes, where);
+  check_fully_stored(dataset, *bytes, where);
+}
+
+TensorStorageMetadata read_tensor_metadata(hid_t dataset, const std::string& fqn, const std::string& where,
+                                           ByteBudget& budget, bool require_exact_tiling) {
   TensorStorageMetadata t;
   const auto dtype_text = read_string_attribute(dataset, layout::kDType, where);
   const auto dtype = dtype_from_name(dtype_text);
@@ -39,7 +94,8 @@ TensorStorageMetadata read_tensor_metadata(hid_t dataset, const std::string& whe
   const auto expected = hdf5_type(*dtype);
   if (H5Tequal(stored.get(), expected.get()) <= 0)
     throw FormatError("h5dcp: " + where + " is marked " + dtype_text + " but its HDF5 type is different");
-  t.size = shape_of(dataset);
+  t.size = shape_of(dataset, where);
+  claim_tensor_bytes(dataset, t, budget, where);
   const std::size_t ndim = t.size.size();
   if (ndim == 0) {
     t.chunks.push_back({});
@@ -58,10 +114,16 @@ TensorStorageMetadata read_tensor_metadata(hid_t dataset, const std::string& whe
                           describe_shape(t.size));
     t.chunks.push_back(std::move(c));
   }
+  // The chunks say which blocks were written and checksummed: a load that
+  // trusts overlapping chunks leaves the elements between them unread.
+  if (require_exact_tiling)
+    if (const auto problem = tiling_problem(fqn, t.size, t.chunks))
+      throw FormatError("h5dcp: " + where + ": " + *problem + ": the checkpoint's chunk attributes are damaged");
   return t;
 }
 
 // The stored checksums of a tensor, checked for consistency with its chunks.
+// The slabs are counted, not listed: a damaged file may claim billions.
 TensorChecksums read_tensor_checksums(hid_t dataset, const TensorStorageMetadata& tensor, const std::string& where) {
   TensorChecksums sums;
   sums.rows = read_int64_attribute(dataset, layout::kChecksumRows, where);
@@ -69,41 +131,61 @@ TensorChecksums read_tensor_checksums(hid_t dataset, const TensorStorageMetadata
   if (sums.rows.size() != tensor.chunks.size())
     throw FormatError("h5dcp: " + where + " has checksum rows for " + std::to_string(sums.rows.size()) +
                       " chunks but " + std::to_string(tensor.chunks.size()) + " chunks");
-  std::size_t slabs = 0;
+  std::int64_t slabs = 0;
   for (std::size_t c = 0; c < tensor.chunks.size(); ++c) {
     if (volume(tensor.chunks[c].sizes) == 0) continue;
     if (sums.rows[c] <= 0) throw FormatError("h5dcp: " + where + " has a malformed checksum layout");
-    slabs += checksum_slabs(tensor.chunks[c], sums.rows[c]).size();
+    if (__builtin_add_overflow(slabs, checksum_slab_count(tensor.chunks[c], sums.rows[c]), &slabs))
+      throw FormatError("h5dcp: " + where + " has chunks of more checksum slabs than 64 bits count");
   }
-  if (slabs != sums.digests.size())
+  if (slabs != static_cast<std::int64_t>(sums.digests.size()))
     throw FormatError("h5dcp: " + where + " has " + std::to_string(sums.digests.size()) + " checksums for " +
                       std::to_string(slabs) + " slabs: the checkpoint is damaged");
   return sums;
 }
 
-// Walks the groups recursively, filling the index.
+// Walks the groups recursively, filling the index. h5dcp writes a tree of
+// hard links, each object once: a soft or external link, an object reached
+// twice (a cycle, or a group shared by two parents: 2^n paths through n such
+// levels) or nesting beyond kMaxContainerDepth is refused before it is
+// followed.
 class IndexWalk {
  public:
-  IndexWalk(CheckpointIndex& index, std::string path) : index_(index), path_(std::move(path)) {}
+  IndexWalk(CheckpointIndex& index, const std::string& path, ByteBudget& budget, bool require_exact_tiling)
+      : index_(index), path_(path), budget_(budget), require_exact_tiling_(require_exact_tiling) {}
 
-  void walk(hid_t group, const std::string& prefix) {
-    Visit visit{this, prefix, nullptr};
-    const herr_t status = H5Literate(group, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, visit_link, &visit);
-    if (visit.failure) std::rethrow_exception(visit.failure);
-    check_status(status, "listing '" + (prefix.empty() ? std::string("/") : prefix) + "' in '" + path_ + "'");
+  void walk_root(hid_t root) {
+    H5O_info_t info{};
+    check_status(H5Oget_info2(root, &info, H5O_INFO_BASIC), "inspecting the root of '" + path_ + "'");
+    remember(info, "/");
+    walk(root, "", 0);
   }
 
  private:
   struct Visit {
     IndexWalk* self;
     std::string prefix;
+    std::size_t depth;
     std::exception_ptr failure;
   };
 
-  static herr_t visit_link(hid_t group, const char* name, const H5L_info_t*, void* data) {
+  void walk(hid_t group, const std::string& prefix, std::size_t depth) {
+    Visit visit{this, prefix, depth, nullptr};
+    const herr_t status = H5Literate(group, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, visit_link, &visit);
+    if (visit.failure) std::rethrow_exception(visit.failure);
+    check_status(status, "listing '" + (prefix.empty() ? std::string("/") : prefix) + "' in '" + path_ + "'");
+  }
+
+  static herr_t visit_link(hid_t group, const char* name, const H5L_info_t* link, void* data) {
     auto* visit = static_cast<Visit*>(data);
     try {
-      visit->self->visit(group, visit->prefix.empty() ? std::string(name) : visit->prefix + "/" + name, name);
+      const auto fqn = visit->prefix.empty() ? std::string(name) : visit->prefix + "/" + name;
+      if (link->type != H5L_TYPE_HARD)
+        throw FormatError("h5dcp: '" + fqn + "' in '" + visit->self->path_ + "' is " +
+                          (link->type == H5L_TYPE_SOFT ? "a soft" : "an external") +
+                          " link: h5dcp checkpoints hold only hard links (a link may lead back into its own group "
+                          "or out of the file)");
+      visit->self->visit(group, fqn, name, visit->depth);
       return 0;
     } catch (...) {
       visit->failure = std::current_exception();
@@ -111,10 +193,19 @@ class IndexWalk {
     }
   }
 
-  void visit(hid_t parent, const std::string& fqn, const char* name) {
+  // Records an object by its address; throws when the walk met it before.
+  void remember(const H5O_info_t& info, const std::string& fqn) {
+    const auto [it, fresh] = seen_.emplace(std::make_pair(info.fileno, info.addr), fqn);
+    if (!fresh)
+      throw FormatError("h5dcp: '" + fqn + "' in '" + path_ + "' is the object already read as '" + it->second +
+                        "': a group or dataset linked twice (a cycle, or shared), which h5dcp never writes");
+  }
+
+  void visit(hid_t parent, const std::string& fqn, const char* name, std::size_t depth) {
     const std::string where = "'" + fqn + "' in '" + path_ + "'";
     H5O_info_t info{};
-    check_status(H5Oget_info_by_name(parent, name, &info, H5P_DEFAULT), "inspecting " + where);
+    check_status(H5Oget_info_by_name2(parent, name, &info, H5O_INFO_BASIC, H5P_DEFAULT), "inspecting " + where);
+    remember(info, fqn);
     Handle object(check_id(H5Oopen(parent, name, H5P_DEFAULT), "opening " + where), H5Oclose);
     const auto key = read_string_attribute(object.get(), layout::kKey, where);
     if (escape_link_name(key) != name)
@@ -123,20 +214,25 @@ class IndexWalk {
       const auto kind = read_string_attribute(object.get(), layout::kContainer, where);
       if (kind != layout::kDict && kind != layout::kList)
         throw FormatError("h5dcp: " + where + " has an unknown container kind '" + kind + "'");
+      if (depth + 1 >= kMaxContainerDepth)
+        throw FormatError("h5dcp: " + where + " is nested " + std::to_string(depth + 1) +
+                          " containers deep, deeper than the " + std::to_string(kMaxContainerDepth) +
+                          " h5dcp reads: the checkpoint is damaged");
       index_.metadata.containers.emplace(fqn, kind == layout::kDict ? ContainerKind::Dict : ContainerKind::List);
-      walk(object.get(), fqn);
+      walk(object.get(), fqn, depth + 1);
       return;
     }
     if (info.type != H5O_TYPE_DATASET) throw FormatError("h5dcp: " + where + " is neither a group nor a dataset");
     const auto kind = read_string_attribute(object.get(), layout::kKind, where);
     if (kind == layout::kTensor) {
-      auto tensor = read_tensor_metadata(object.get(), where);
+      auto tensor = read_tensor_metadata(object.get(), fqn, where, budget_, require_exact_tiling_);
       if (has_attribute(object.get(), layout::kChecksums))
         index_.checksums.emplace(fqn, read_tensor_checksums(object.get(), tensor, where));
       index_.metadata.state_dict_metadata.emplace(fqn, std::move(tensor));
       return;
     }
-    auto payload = read_value(object.get(), kind, fqn);
+    auto payload = read_value(object.get(), kind, fqn, budget_.left());
+    budget_.claim(static_cast<std::int64_t>(payload.size()), where);
     if (has_attribute(object.get(), layout::kChecksums)) {
       const auto stored = read_uint64_attribute(object.get(), layout::kChecksums, where);
       if (stored.size() != 1 || stored[0] != checksum(payload.data(), payload.size()))
@@ -147,12 +243,15 @@ class IndexWalk {
   }
 
   CheckpointIndex& index_;
-  std::string path_;
+  const std::string& path_;
+  ByteBudget& budget_;
+  bool require_exact_tiling_;
+  std::map<std::pair<unsigned long, haddr_t>, std::string> seen_;  ///< object address -> the fqn it was read as
 };
 
 }  // namespace
 
-CheckpointIndex read_container_index(const std::string& path) {
+CheckpointIndex read_container_index(const std::string& path, bool require_exact_tiling) {
   auto file = open_file_read_only(path, MPI_COMM_NULL);
   const hid_t root = file.get();
   const std::string where = "the root of '" + path + "'";
@@ -174,7 +273,11 @@ CheckpointIndex read_container_index(const std::string& path) {
   if (world.size() != 1) throw FormatError("h5dcp: " + where + " has a malformed world size");
   md.world_size = static_cast<int>(world[0]);
   md.created = read_string_attribute(root, layout::kCreated, where);
-  IndexWalk(index, path).walk(root, "");
+  hsize_t file_bytes = 0;
+  check_status(H5Fget_filesize(root, &file_bytes), "measuring '" + path + "'");
+  ByteBudget budget(static_cast<std::int64_t>(std::min<hsize_t>(file_bytes, std::numeric_limits<std::int64_t>::max())),
+                    path);
+  IndexWalk(index, path, budget, require_exact_tiling).walk_root(root);
   file.close("'" + path + "'");
   return index;
 }

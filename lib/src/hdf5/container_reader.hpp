@@ -15,8 +15,13 @@ namespace h5dcp::detail {
 
 /// Reads the metadata and the non-tensor values of the checkpoint at `path`,
 /// serially (not collective). Throws FormatError when the file is missing,
-/// not HDF5, not an h5dcp checkpoint, damaged, or of a newer major format.
-CheckpointIndex read_container_index(const std::string& path);
+/// not HDF5, not an h5dcp checkpoint, damaged, or of a newer major format;
+/// damaged includes links other than a tree of hard links, nesting deeper
+/// than 256 containers, datasets claiming more bytes than the file has, and
+/// (when `require_exact_tiling`) a tensor whose chunks do not tile its shape
+/// exactly. verify_checkpoint reads without that last check, to report it as
+/// a problem of its own.
+CheckpointIndex read_container_index(const std::string& path, bool require_exact_tiling = true);
 
 class ContainerReader {
  public:

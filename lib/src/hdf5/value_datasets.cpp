@@ -46,7 +46,25 @@ std::size_t fixed_size(const std::string& encoding) {
   return 0;
 }
 
+// Throws before `bytes` are allocated for `what` when the file cannot hold them.
+void check_fits(std::int64_t bytes, std::int64_t max_bytes, const std::string& what) {
+  if (bytes > max_bytes)
+    throw FormatError("h5dcp: " + what + " holds " + std::to_string(bytes) + " bytes, more than the " +
+                      std::to_string(std::max<std::int64_t>(max_bytes, 0)) +
+                      " bytes left in the file for it: the checkpoint is damaged");
+}
+
 }  // namespace
+
+void check_fully_stored(hid_t dataset, std::int64_t bytes, const std::string& where) {
+  if (bytes == 0) return;
+  Handle dcpl(check_id(H5Dget_create_plist(dataset), "H5Dget_create_plist"), H5Pclose);
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return;  // compact: in the header; chunked: not h5dcp's
+  const hsize_t stored = H5Dget_storage_size(dataset);
+  if (stored < static_cast<hsize_t>(bytes))
+    throw FormatError("h5dcp: " + where + " stores " + std::to_string(stored) + " of its " + std::to_string(bytes) +
+                      " bytes: its data was never written, the checkpoint is damaged");
+}
 
 Handle create_value_dataset(hid_t parent, const std::string& name, hid_t lcpl, const std::string& encoding,
                             std::size_t payload_size) {
@@ -72,7 +90,7 @@ void write_value(hid_t dataset, const std::string& encoding, const std::string& 
   check_status(H5Dwrite(dataset, shape.type.get(), H5S_ALL, H5S_ALL, dxpl, payload.data()), what);
 }
 
-std::string read_value(hid_t dataset, const std::string& encoding, const std::string& fqn) {
+std::string read_value(hid_t dataset, const std::string& encoding, const std::string& fqn, std::int64_t max_bytes) {
   const std::string what = "value '" + fqn + "'";
   Handle space(check_id(H5Dget_space(dataset), "H5Dget_space"), H5Sclose);
   Handle stored(check_id(H5Dget_type(dataset), "H5Dget_type"), H5Tclose);
@@ -92,7 +110,10 @@ std::string read_value(hid_t dataset, const std::string& encoding, const std::st
       H5free_memory(text);
       return value;
     }
-    std::string value(H5Tget_size(stored.get()), '\0');
+    const auto size = static_cast<std::int64_t>(H5Tget_size(stored.get()));
+    check_fits(size, max_bytes, what);
+    check_fully_stored(dataset, size, what);
+    std::string value(static_cast<std::size_t>(size), '\0');
     check_status(H5Dread(dataset, stored.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, value.data()), "reading " + what);
     value.resize(std::min(value.size(), value.find('\0')));
     return value;
@@ -103,7 +124,10 @@ std::string read_value(hid_t dataset, const std::string& encoding, const std::st
   const bool scalar_ok = size != 0 ? space_class == H5S_SCALAR : H5Sget_simple_extent_ndims(space.get()) == 1;
   if (!scalar_ok || H5Tequal(stored.get(), shape.type.get()) <= 0)
     throw FormatError("h5dcp: " + what + " does not have the shape and type of encoding '" + encoding + "'");
-  std::string payload(size != 0 ? size : static_cast<std::size_t>(npoints), '\0');
+  const auto bytes = static_cast<std::int64_t>(size != 0 ? size : static_cast<std::size_t>(npoints));
+  check_fits(bytes, max_bytes, what);
+  check_fully_stored(dataset, bytes, what);
+  std::string payload(static_cast<std::size_t>(bytes), '\0');
   if (!payload.empty())
     check_status(H5Dread(dataset, shape.type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, payload.data()), "reading " + what);
   return payload;

@@ -5,6 +5,7 @@
 
 #include <hdf5.h>
 
+#include <cstdint>
 #include <string>
 
 #include "hdf5/handle.hpp"
@@ -21,7 +22,14 @@ void write_value(hid_t dataset, const std::string& encoding, const std::string& 
                  const std::string& fqn);
 
 /// Reads the payload of a value dataset; throws FormatError when its shape or
-/// type does not fit `encoding`.
-std::string read_value(hid_t dataset, const std::string& encoding, const std::string& fqn);
+/// type does not fit `encoding`, or when it would take more than `max_bytes`
+/// (what is left of the file's size: checked before allocating) or was never
+/// written in full.
+std::string read_value(hid_t dataset, const std::string& encoding, const std::string& fqn, std::int64_t max_bytes);
+
+/// Throws FormatError naming `where` when `dataset` is contiguous (as h5dcp
+/// writes every dataset) but stores fewer than `bytes` bytes: never written,
+/// HDF5 would hand back fill values, or allocate them, for all of it.
+void check_fully_stored(hid_t dataset, std::int64_t bytes, const std::string& where);
 
 }  // namespace h5dcp::detail

@@ -27,6 +27,12 @@ std::vector<ChunkStorageMetadata> checksum_slabs(const ChunkStorageMetadata& chu
   return slabs;
 }
 
+std::int64_t checksum_slab_count(const ChunkStorageMetadata& chunk, std::int64_t rows) {
+  if (volume(chunk.sizes) == 0) return 0;
+  if (chunk.sizes.empty()) return 1;
+  return (chunk.sizes[0] - 1) / rows + 1;
+}
+
 std::vector<std::int64_t> slab_bytes(const std::vector<ChunkStorageMetadata>& slabs, std::int64_t element_size) {
   std::vector<std::int64_t> bytes;
   for (const auto& s : slabs) bytes.push_back(volume(s.sizes) * element_size);

@@ -37,6 +37,11 @@ struct TensorChecksums {
   std::vector<std::uint64_t> digests;
 };
 
+/// How many slabs checksum_slabs(chunk, rows) makes, computed without making
+/// them (a damaged file may claim billions): 0 for a zero-volume chunk, 1 for
+/// a 0-d one, else ceil(rows of the chunk / rows). `rows` must be positive.
+std::int64_t checksum_slab_count(const ChunkStorageMetadata& chunk, std::int64_t rows);
+
 /// Bytes of each slab.
 std::vector<std::int64_t> slab_bytes(const std::vector<ChunkStorageMetadata>& slabs, std::int64_t element_size);
 

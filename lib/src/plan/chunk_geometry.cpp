@@ -9,8 +9,29 @@
 
 namespace h5dcp::detail {
 
+std::optional<std::int64_t> checked_volume(const Shape& sizes) {
+  if (std::any_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s < 0; })) return std::nullopt;
+  // A zero anywhere makes the product 0 even when the other sizes overflow.
+  if (std::any_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s == 0; })) return 0;
+  std::int64_t n = 1;
+  for (const auto s : sizes)
+    if (__builtin_mul_overflow(n, s, &n)) return std::nullopt;
+  return n;
+}
+
+std::optional<std::int64_t> checked_bytes(const Shape& sizes, std::int64_t element_size) {
+  const auto n = checked_volume(sizes);
+  std::int64_t bytes = 0;
+  if (!n || element_size < 0 || __builtin_mul_overflow(*n, element_size, &bytes)) return std::nullopt;
+  return bytes;
+}
+
 std::int64_t volume(const Shape& sizes) {
-  return std::accumulate(sizes.begin(), sizes.end(), std::int64_t{1}, std::multiplies<>());
+  if (std::any_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s < 0; }))  // as before: plain product
+    return std::accumulate(sizes.begin(), sizes.end(), std::int64_t{1}, std::multiplies<>());
+  const auto n = checked_volume(sizes);
+  if (!n) throw UsageError("h5dcp: the shape " + describe_shape(sizes) + " has more elements than 64 bits count");
+  return *n;
 }
 
 bool is_contiguous_in(const ChunkStorageMetadata& box, const Shape& global) {
@@ -62,11 +83,16 @@ std::string describe_shape(const Shape& shape) {
 
 namespace {
 
-// Throws naming the first overlapping pair. A sweep along the dimension with
-// the most distinct start offsets keeps this near O(n log n) for the usual
+// Box tests spent looking for an uncovered element to name (about 0.1 s).
+constexpr double kMaxUncoveredSearch = 1e8;
+
+// The first overlapping pair, if any. A sweep along the dimension with the
+// most distinct start offsets keeps this near O(n log n) for the usual
 // shardings (rows, columns, grids) instead of comparing all pairs.
-void check_no_overlap(const std::string& fqn, std::vector<ChunkStorageMetadata> chunks) {
-  if (chunks.size() < 2 || chunks.front().offsets.empty()) return;
+}  // namespace
+
+std::optional<std::string> find_overlap(const std::string& fqn, std::vector<ChunkStorageMetadata> chunks) {
+  if (chunks.size() < 2 || chunks.front().offsets.empty()) return std::nullopt;
   const std::size_t dims = chunks.front().offsets.size();
   std::size_t sweep = 0;
   std::size_t best = 0;
@@ -86,11 +112,13 @@ void check_no_overlap(const std::string& fqn, std::vector<ChunkStorageMetadata> 
     for (std::size_t j = i + 1; j < chunks.size() && chunks[j].offsets[sweep] < end; ++j) {
       if (volume(chunks[i].sizes) == 0 || volume(chunks[j].sizes) == 0) continue;
       if (intersect(chunks[i], chunks[j]))
-        throw UsageError("h5dcp: shards of '" + fqn + "' overlap: " + describe_box(chunks[i]) + " and " +
-                         describe_box(chunks[j]));
+        return "shards of '" + fqn + "' overlap: " + describe_box(chunks[i]) + " and " + describe_box(chunks[j]);
     }
   }
+  return std::nullopt;
 }
+
+namespace {
 
 // One element no chunk covers, found on the grid of chunk boundaries; nullopt
 // when the grid is too large to walk (the message then gives counts only).
@@ -106,7 +134,9 @@ std::optional<Shape> find_uncovered(const Shape& global, const std::vector<Chunk
     cuts[d].assign(b.begin(), b.end());
     cells *= static_cast<double>(cuts[d].size());
   }
-  if (cells > 1e6) return std::nullopt;
+  // Each grid point is tested against every chunk: bound the whole walk, so
+  // that a file listing thousands of chunks cannot make an error message slow.
+  if (cells > 1e6 || cells * static_cast<double>(chunks.size()) > kMaxUncoveredSearch) return std::nullopt;
   std::vector<std::size_t> idx(global.size(), 0);
   while (true) {
     Shape point(global.size());
@@ -125,17 +155,23 @@ std::optional<Shape> find_uncovered(const Shape& global, const std::vector<Chunk
 
 }  // namespace
 
-void check_exact_tiling(const std::string& fqn, const Shape& global, const std::vector<ChunkStorageMetadata>& chunks) {
-  check_no_overlap(fqn, chunks);
+std::optional<std::string> tiling_problem(const std::string& fqn, const Shape& global,
+                                          const std::vector<ChunkStorageMetadata>& chunks) {
+  if (auto overlap = find_overlap(fqn, chunks)) return overlap;
+  // No overlap and every chunk inside: the volumes add up to at most the total.
   std::int64_t covered = 0;
   for (const auto& c : chunks) covered += volume(c.sizes);
   const auto total = volume(global);
-  if (covered == total) return;
+  if (covered == total) return std::nullopt;
   std::ostringstream msg;
-  msg << "h5dcp: shards of '" << fqn << "' cover " << covered << " of the " << total << " elements of its global shape "
+  msg << "shards of '" << fqn << "' cover " << covered << " of the " << total << " elements of its global shape "
       << describe_shape(global);
   if (const auto point = find_uncovered(global, chunks)) msg << "; no shard holds element " << describe_shape(*point);
-  throw UsageError(msg.str());
+  return msg.str();
+}
+
+void check_exact_tiling(const std::string& fqn, const Shape& global, const std::vector<ChunkStorageMetadata>& chunks) {
+  if (const auto problem = tiling_problem(fqn, global, chunks)) throw UsageError("h5dcp: " + *problem);
 }
 
 }  // namespace h5dcp::detail

@@ -12,8 +12,17 @@ namespace h5dcp::detail {
 
 using Shape = std::vector<std::int64_t>;
 
-/// Number of elements of a shape (1 for a 0-d shape).
+/// Number of elements of a shape (1 for a 0-d shape). Throws UsageError when
+/// it does not fit in 64 bits (shapes read from files are checked with
+/// checked_volume first, which names the file).
 std::int64_t volume(const Shape& sizes);
+
+/// The number of elements, or nullopt when a size is negative or the product
+/// overflows int64 (0 whenever a size is 0, whatever the others).
+std::optional<std::int64_t> checked_volume(const Shape& sizes);
+
+/// volume × element_size, or nullopt when negative or it overflows int64.
+std::optional<std::int64_t> checked_bytes(const Shape& sizes, std::int64_t element_size);
 
 /// The intersection of two boxes of the same rank, or nullopt when it is
 /// empty.
@@ -36,5 +45,15 @@ std::string describe_shape(const Shape& shape);
 /// Throws UsageError naming `fqn` and the overlapping boxes or an uncovered
 /// element. `chunks` are unique (duplicates were merged by the caller).
 void check_exact_tiling(const std::string& fqn, const Shape& global, const std::vector<ChunkStorageMetadata>& chunks);
+
+/// The first two of `chunks` (all of one rank) that overlap, described
+/// ("shards of 'w' overlap: [0:2] and [1:3]"), or nullopt when none do.
+std::optional<std::string> find_overlap(const std::string& fqn, std::vector<ChunkStorageMetadata> chunks);
+
+/// The same check, for chunks read from a file (where a duplicate is an
+/// overlap): what is wrong ("shards of 'w' overlap: [0:2] and [1:3]"), or
+/// nullopt when they tile `global` exactly.
+std::optional<std::string> tiling_problem(const std::string& fqn, const Shape& global,
+                                          const std::vector<ChunkStorageMetadata>& chunks);
 
 }  // namespace h5dcp::detail

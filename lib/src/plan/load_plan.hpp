@@ -34,7 +34,10 @@ struct LoadRequest {
 /// `strict`, else listed in the plan. Throws one UsageError listing every
 /// problem. Also lists the stored leaves nobody on this rank asked for, and
 /// for each block the saved chunks it overlaps (found with a ChunkIndex, not
-/// by scanning every chunk); throws FormatError when they do not cover it.
+/// by scanning every chunk). Throws FormatError naming the tensor and two
+/// chunks when a requested tensor's saved chunks overlap (checked once per
+/// tensor: a sum of volumes alone would let an overlap hide a gap), and when
+/// they leave part of a requested block uncovered.
 LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Metadata& metadata, bool strict,
                                 bool convert_dtype);
 

@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Writes hostile HDF5 checkpoints into OUTDIR, one file per case, and prints
+"<file>: <what it is>" for each.
+
+    python tests/hostile/make_hostile_h5.py OUTDIR
+
+refuse-<case>.h5 must be refused cleanly by every h5dcp command (inspect,
+verify, diff, convert) and library call: an h5dcp error naming what is
+wrong, no signal, bounded memory and time. accept-<case>.h5 are legitimate
+but unusual checkpoints that must be read. The files are deterministic (no
+dates, fixed content) and a few KB to a few hundred KB each; the sizes they
+claim are what make them hostile. Each one is what a crash, a bad disk or an
+attacker could hand h5dcp; the format is docs/FORMAT.md.
+
+Needs h5py, numpy and xxhash (the project's virtual environment).
+"""
+import os
+import sys
+
+import h5py
+import numpy as np
+import xxhash
+
+# Files readable by HDF5 1.10 (Debian's): the 1.8 object format, as h5dcp writes.
+LIBVER = ("v108", "v108")
+
+
+def new_file(path):
+    f = h5py.File(path, "w", libver=LIBVER, track_order=False)
+    f.attrs["h5dcp.format_version"] = np.array([1, 1], dtype="<i8")
+    f.attrs["h5dcp.library_version"] = "0.1.0"
+    f.attrs["h5dcp.world_size"] = np.array([1], dtype="<i8")
+    f.attrs["h5dcp.created"] = "2026-01-01T00:00:00Z"
+    f.attrs["h5dcp.checksum_algorithm"] = "xxh3-64"
+    return f
+
+
+def group(parent, name, kind="dict"):
+    g = parent.create_group(name)
+    g.attrs["h5dcp.key"] = name
+    g.attrs["h5dcp.container"] = kind
+    return g
+
+
+def tensor_attrs(d, name, dtype, offsets, sizes):
+    d.attrs["h5dcp.key"] = name
+    d.attrs["h5dcp.kind"] = "tensor"
+    d.attrs["h5dcp.dtype"] = dtype
+    if offsets is not None:
+        d.attrs["h5dcp.chunk_offsets"] = np.array(offsets, dtype="<i8")
+        d.attrs["h5dcp.chunk_sizes"] = np.array(sizes, dtype="<i8")
+
+
+def tensor(parent, name, data, chunks=None, dtype="float32", checksums=True):
+    """A tensor dataset; chunks: [(offsets, sizes)], default one chunk of it all.
+    With checksums, each chunk is one slab whose digest is of the data there."""
+    data = np.ascontiguousarray(data)
+    d = parent.create_dataset(name, data=data)
+    if chunks is None:
+        chunks = [([0] * data.ndim, list(data.shape))]
+    tensor_attrs(d, name, dtype, [c[0] for c in chunks], [c[1] for c in chunks])
+    if checksums:
+        digests = []
+        for off, size in chunks:
+            block = data[tuple(slice(o, o + s) for o, s in zip(off, size))]
+            digests.append(xxhash.xxh3_64_intdigest(np.ascontiguousarray(block).tobytes()))
+        rows = [max(1, size[0]) for _, size in chunks]
+        d.attrs["h5dcp.checksum_rows"] = np.array(rows, dtype="<i8")
+        d.attrs["h5dcp.checksums"] = np.array(digests, dtype="<u8")
+    return d
+
+
+def value(parent, name, encoding, data):
+    d = parent.create_dataset(name, data=data)
+    d.attrs["h5dcp.key"] = name
+    d.attrs["h5dcp.kind"] = encoding
+    return d
+
+
+CASES = []
+
+
+def case(name, what):
+    def register(fn):
+        CASES.append((name, what, fn))
+        return fn
+    return register
+
+
+@case("refuse-self-link.h5", "group /g holds a hard link 'g' to itself: an endless container walk")
+def _(f):
+    g = group(f, "g")
+    g["g"] = g
+
+
+@case("refuse-link-to-ancestor.h5", "/a/b/a is a hard link back to /a (a cycle two levels deep)")
+def _(f):
+    a = group(f, "a")
+    b = group(a, "b")
+    b["a"] = a
+
+
+@case("refuse-soft-link-loop.h5", "/g/g is a soft link to /g (h5dcp writes only hard links)")
+def _(f):
+    g = group(f, "g")
+    g["g"] = h5py.SoftLink("/g")
+
+
+@case("refuse-external-link.h5", "/g/g is an external link to /g of the same file")
+def _(f):
+    g = group(f, "g")
+    g["g"] = h5py.ExternalLink("refuse-external-link.h5", "/g")
+
+
+@case("refuse-dangling-soft-link.h5", "/w is a soft link to nothing")
+def _(f):
+    f["w"] = h5py.SoftLink("/nowhere")
+
+
+@case("refuse-deep-nesting.h5", "1,000 nested dicts, each a valid group (a stack-depth bomb)")
+def _(f):
+    g = f
+    for _ in range(1000):
+        g = group(g, "d")
+
+
+@case("refuse-shared-groups.h5", "40 levels where two groups link the same child: 2^40 paths to walk")
+def _(f):
+    nxt = group(f, "top")
+    level = nxt
+    for i in range(40):
+        child = f.create_group(f"level{i}")  # made under the root, then linked twice
+        child.attrs["h5dcp.key"] = "x"
+        child.attrs["h5dcp.container"] = "dict"
+        p = group(level, "p")
+        q = group(level, "q")
+        p["x"] = child
+        q["x"] = child
+        del f[f"level{i}"]
+        level = child
+
+
+@case("refuse-dataset-linked-twice.h5", "one tensor dataset reached from two groups")
+def _(f):
+    a = group(f, "a")
+    b = group(f, "b")
+    tensor(a, "w", np.arange(4, dtype="<f4"))
+    b["w"] = a["w"]
+
+
+@case("refuse-slab-count-bomb.h5", "an unallocated uint8 tensor of 2^31 elements, 1 row per checksum slab")
+def _(f):
+    d = f.create_dataset("w", shape=(2**31,), dtype="u1")
+    tensor_attrs(d, "w", "uint8", [[0]], [[2**31]])
+    d.attrs["h5dcp.checksum_rows"] = np.array([1], dtype="<i8")
+    d.attrs["h5dcp.checksums"] = np.array([0], dtype="<u8")
+
+
+@case("refuse-slab-rows-tiny.h5", "a 64-row tensor whose checksum rows claim 2^40 slabs' worth (rows 1 of a huge first dim)")
+def _(f):
+    d = f.create_dataset("w", shape=(2**40, 1), dtype="u1", chunks=(1, 1))
+    tensor_attrs(d, "w", "uint8", [[0, 0]], [[2**40, 1]])
+    d.attrs["h5dcp.checksum_rows"] = np.array([1], dtype="<i8")
+    d.attrs["h5dcp.checksums"] = np.arange(64, dtype="<u8")
+
+
+@case("refuse-unallocated-value.h5", "a 'bytes' value dataset of 4 GiB never written (the file is a few KB)")
+def _(f):
+    d = f.create_dataset("blob", shape=(2**32,), dtype="u1")
+    d.attrs["h5dcp.key"] = "blob"
+    d.attrs["h5dcp.kind"] = "bytes"
+
+
+@case("refuse-unallocated-tensor.h5", "a float32 tensor of 1 GiB never written")
+def _(f):
+    d = f.create_dataset("w", shape=(2**28,), dtype="<f4")
+    tensor_attrs(d, "w", "float32", [[0]], [[2**28]])
+
+
+@case("refuse-huge-shape.h5", "a tensor of shape [2^32, 2^32] (2^64 elements: volume wraps to 0)")
+def _(f):
+    d = f.create_dataset("w", shape=(2**32, 2**32), dtype="u1", chunks=(1, 1))
+    tensor_attrs(d, "w", "uint8", [[0, 0]], [[2**32, 2**32]])
+
+
+@case("refuse-huge-shape-no-chunks.h5", "a tensor of shape [2^62, 4] float64 (bytes overflow int64)")
+def _(f):
+    d = f.create_dataset("w", shape=(2**62, 4), dtype="<f8", chunks=(1, 4))
+    tensor_attrs(d, "w", "float64", [[0, 0]], [[2**62, 4]])
+
+
+@case("refuse-overlapping-chunks.h5", "chunks [0:2, 0:2] and [1:3, 0:2] of a [4, 2] tensor: volumes add up, row 3 has no chunk")
+def _(f):
+    data = np.arange(8, dtype="<f4").reshape(4, 2)
+    tensor(f, "w", data, chunks=[([0, 0], [2, 2]), ([1, 0], [2, 2])])
+
+
+@case("refuse-duplicate-chunk.h5", "the same chunk listed twice, the other half missing")
+def _(f):
+    data = np.arange(8, dtype="<f4").reshape(4, 2)
+    tensor(f, "w", data, chunks=[([0, 0], [2, 2]), ([0, 0], [2, 2])])
+
+
+@case("refuse-chunk-gap.h5", "chunks [0:1] and [2:4] of a [4] tensor: element 1 has no chunk")
+def _(f):
+    tensor(f, "w", np.arange(4, dtype="<f4"), chunks=[([0], [1]), ([2], [2])])
+
+
+@case("refuse-chunk-outside-shape.h5", "a chunk [2:6] of a [4] tensor")
+def _(f):
+    tensor(f, "w", np.arange(4, dtype="<f4"), chunks=[([0], [2]), ([2], [4])], checksums=False)
+
+
+@case("refuse-chunk-negative.h5", "a chunk with a negative offset")
+def _(f):
+    tensor(f, "w", np.arange(4, dtype="<f4"), chunks=[([-2], [4]), ([2], [2])], checksums=False)
+
+
+@case("refuse-chunk-overflow.h5", "a chunk offset + size that overflows int64")
+def _(f):
+    tensor(f, "w", np.arange(4, dtype="<f4"), chunks=[([2**62], [2**62])], checksums=False)
+
+
+@case("refuse-many-chunks.h5", "4,000 empty chunks and one [0:3] of a [4] tensor: element 3 has no chunk")
+def _(f):
+    n = 4000
+    d = f.create_dataset("w", data=np.arange(4, dtype="<f4"))
+    tensor_attrs(d, "w", "float32", [[0]] * n, [[0]] * (n - 1) + [[3]])
+
+
+@case("refuse-checksum-count.h5", "two chunks, three checksums")
+def _(f):
+    d = tensor(f, "w", np.arange(4, dtype="<f4"), chunks=[([0], [2]), ([2], [2])])
+    d.attrs["h5dcp.checksums"] = np.array([1, 2, 3], dtype="<u8")
+
+
+@case("refuse-checksum-rows-zero.h5", "checksum rows 0 (a division by zero, an endless slab loop)")
+def _(f):
+    d = tensor(f, "w", np.arange(4, dtype="<f4"))
+    d.attrs["h5dcp.checksum_rows"] = np.array([0], dtype="<i8")
+
+
+@case("refuse-attribute-types.h5", "chunk offsets stored as float64, the key as an integer")
+def _(f):
+    d = f.create_dataset("w", data=np.arange(4, dtype="<f4"))
+    d.attrs["h5dcp.key"] = np.int64(7)
+    d.attrs["h5dcp.kind"] = "tensor"
+    d.attrs["h5dcp.dtype"] = "float32"
+    d.attrs["h5dcp.chunk_offsets"] = np.array([[0.0]])
+    d.attrs["h5dcp.chunk_sizes"] = np.array([[4.0]])
+
+
+@case("refuse-format-version-string.h5", "the format version is a string")
+def _(f):
+    f.attrs["h5dcp.format_version"] = "1.1"
+    tensor(f, "w", np.arange(4, dtype="<f4"))
+
+
+@case("refuse-dtype-lies.h5", "a dataset of int8 marked float32")
+def _(f):
+    d = f.create_dataset("w", data=np.arange(4, dtype="i1"))
+    tensor_attrs(d, "w", "float32", [[0]], [[4]])
+
+
+@case("refuse-value-shape.h5", "an 'int' value stored as 1,000 int64s")
+def _(f):
+    value(f, "step", "int", np.arange(1000, dtype="<i8"))
+
+
+@case("refuse-str-value-huge.h5", "a 'str' value of a fixed-length string type of 1 GiB, never written")
+def _(f):
+    t = h5py.h5t.C_S1.copy()
+    t.set_size(2**30)
+    space = h5py.h5s.create(h5py.h5s.SCALAR)
+    dsid = h5py.h5d.create(f.id, b"name", t, space)
+    d = h5py.Dataset(dsid)
+    d.attrs["h5dcp.key"] = "name"
+    d.attrs["h5dcp.kind"] = "str"
+
+
+@case("refuse-truncated.h5", "a valid checkpoint cut to half its size")
+def _(f):
+    tensor(f, "w", np.arange(4096, dtype="<f4").reshape(64, 64))
+
+
+@case("accept-nested-64.h5", "64 nested dicts holding one tensor (deep, but legitimate)")
+def _(f):
+    g = f
+    for _ in range(64):
+        g = group(g, "d")
+    tensor(g, "w", np.arange(6, dtype="<f4").reshape(2, 3))
+
+
+@case("accept-many-chunks.h5", "a [2048, 2] tensor saved as 2,048 one-row chunks")
+def _(f):
+    data = np.arange(4096, dtype="<f4").reshape(2048, 2)
+    tensor(f, "w", data, chunks=[([i, 0], [1, 2]) for i in range(2048)])
+
+
+@case("accept-grid-chunks.h5", "a [6, 6] tensor saved as a 3 x 3 grid, chunks listed out of order")
+def _(f):
+    data = np.arange(36, dtype="<f8").reshape(6, 6)
+    chunks = [([r, c], [2, 2]) for c in (4, 0, 2) for r in (2, 0, 4)]
+    tensor(f, "w", data, chunks=chunks, dtype="float64")
+
+
+@case("accept-empty-and-scalar.h5", "an empty [0, 3] tensor, a 0-d tensor, an empty list and dict")
+def _(f):
+    d = f.create_dataset("empty", shape=(0, 3), dtype="<f4")
+    tensor_attrs(d, "empty", "float32", [[0, 0]], [[0, 3]])
+    s = f.create_dataset("scalar", data=np.float64(2.5))
+    tensor_attrs(s, "scalar", "float64", None, None)
+    group(f, "nothing", "dict")
+    group(f, "items", "list")
+
+
+def write_all(out):
+    os.makedirs(out, exist_ok=True)
+    for name, what, fn in CASES:
+        path = os.path.join(out, name)
+        with new_file(path) as f:
+            fn(f)
+        if name == "refuse-truncated.h5":
+            with open(path, "r+b") as fh:
+                fh.truncate(os.path.getsize(path) // 2)
+        print(f"{name}: {what}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: make_hostile_h5.py OUTDIR")
+    write_all(sys.argv[1])
