@@ -23,8 +23,8 @@
 namespace h5dcp::detail {
 namespace {
 
-// The deepest nesting of dicts and lists the walk follows. Real state dicts
-// nest a handful of levels (optim/state/<id>/exp_avg, a module tree); the
+// hostile-input limit: the deepest nesting of dicts and lists the walk
+// follows. Real state dicts nest a handful of levels (optim/state/<id>/exp_avg, a module tree); the
 // walk recurses once per level, and a crafted file of a few hundred KB can
 // nest thousands of groups.
 constexpr std::size_t kMaxContainerDepth = 256;
