@@ -108,8 +108,8 @@ constexpr std::size_t kMaxTensorDims = 64;
 // The reader's memory budget: every object, string and tensor view it makes
 // is counted (cumulatively, so the work done is bounded too), and a pickle
 // that needs more than kMemoryFloorBytes + kMemoryPerInputByte per byte of
-// data.pkl is refused. torch.save's pickles need about 10 bytes per byte
-// (tests/torch_save: MemoryOfARealPickle); a pickle that copies a memoized
+// data.pkl is refused. h5dcp-written state-dict pickles need about 21 bytes per byte
+// (tests/torch_save: PickleMemoryPerOpcodeIsBounded); a pickle that copies a memoized
 // string or size tuple thousands of times, or makes an object of every byte,
 // is what reaches it.
 constexpr std::uint64_t kMemoryFloorBytes = std::uint64_t{64} << 20;

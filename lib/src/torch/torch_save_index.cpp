@@ -18,8 +18,8 @@ namespace {
 // places, and the index holds it once per path: a container shared along
 // every level of a tree of dicts has 2**levels paths in a few hundred bytes
 // ("billion laughs"). torch.save's own pickles share containers rarely (the
-// same dict saved under two keys) and take about 5 bytes of index per byte
-// of pickle (tests/torch_save: IndexOfARealPickle).
+// same dict saved under two keys), and their fqns and values are shorter
+// than the pickle bytes that name them.
 constexpr std::uint64_t kIndexFloorBytes = std::uint64_t{64} << 20;
 constexpr std::uint64_t kIndexBytesPerPickleByte = 64;
 // What one entry of the index costs beyond its fqn and payload: its map node
