@@ -78,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   d::TorchSaveIndex index;
   try {
     const auto root = d::pickle::unpickle(pickle, "the fuzz input");
-    index = d::index_torch_save(*root, "the fuzz input");
+    index = d::index_torch_save(*root, "the fuzz input", pickle.size());
   } catch (const h5dcp::Error& e) {
     refused("unpickle", e);
     return 0;

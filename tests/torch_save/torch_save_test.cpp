@@ -11,6 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/checkpoint_reader.hpp"
@@ -22,6 +25,7 @@
 #include "torch/pickle_reader.hpp"
 #include "torch/pickle_writer.hpp"
 #include "torch/torch_save_index.hpp"
+#include "torch/torch_save_tree.hpp"
 
 namespace h5dcp {
 namespace {
@@ -70,7 +74,7 @@ TEST(Pickle, SingleEntryDictWithSetItemAtEveryDepth) {
              'b',  'q',  3,   '}', 'q', 4,   'X', 1, 0, 0, 0,   'c', 'q', 5,   'K', 1, 's', 's', 's', '.'});
   const auto root = pickle::unpickle(data, "test");
   ASSERT_EQ(root->kind, pickle::Kind::Dict);
-  const auto index = detail::index_torch_save(*root, "test");
+  const auto index = detail::index_torch_save(*root, "test", data.size());
   ASSERT_EQ(index.values.count("a/b/c"), 1u);
   EXPECT_EQ(index.values.at("a/b/c").encoding, "int");
   EXPECT_EQ(index.containers.size(), 2u);
@@ -137,7 +141,7 @@ TEST(Pickle, UntypedStoragesAreTypedByRebuildTensorV3) {
   const auto data = pickle::pickle(*dict);
   EXPECT_NE(data.find("_rebuild_tensor_v3"), std::string::npos);
   EXPECT_NE(data.find("UntypedStorage"), std::string::npos);
-  const auto index = detail::index_torch_save(*pickle::unpickle(data, "t"), "t");
+  const auto index = detail::index_torch_save(*pickle::unpickle(data, "t"), "t", data.size());
   ASSERT_EQ(index.storages.count("0"), 1u);
   EXPECT_EQ(index.storages.at("0").dtype, DType::UInt16);
   EXPECT_EQ(index.storages.at("0").numel, 3);  // 6 bytes in the pickle
@@ -158,7 +162,7 @@ TEST(Pickle, UntypedStoragesAreTypedByRebuildTensorV3) {
   // A dtype h5dcp does not store, named by _rebuild_tensor_v3: refused with its key.
   auto bits = data;
   bits.replace(bits.find("uint16"), 6, "bits16");
-  EXPECT_NE(message_of<FormatError>([&] { detail::index_torch_save(*pickle::unpickle(bits, "t"), "t"); })
+  EXPECT_NE(message_of<FormatError>([&] { detail::index_torch_save(*pickle::unpickle(bits, "t"), "t", bits.size()); })
                 .find("'a' is a tensor of dtype torch.bits16, which h5dcp cannot store"),
             std::string::npos);
 }
@@ -277,16 +281,12 @@ TEST(ReadTorchSave, Protocol4IsReadTheSame) {
   }
 }
 
-TEST(ReadTorchSave, CompressedRecordsAreReadButNotInPlace) {
-  const auto a = flatten_state_dict(read_torch_save(fixture("matrix.pt")));
-  const auto b = flatten_state_dict(read_torch_save(fixture("deflated.pt")));
-  ASSERT_EQ(a.leaves.size(), b.leaves.size());
-  for (const auto& [fqn, value] : a.leaves) {
-    if (const auto* t = std::get_if<at::Tensor>(&value)) {
-      EXPECT_TRUE(bitwise_equal(*t, std::get<at::Tensor>(b.leaves.at(fqn)))) << fqn;
-    }
-  }
-  // torch_save_to_checkpoint reads records in place, so it refuses them clearly.
+TEST(ReadTorchSave, CompressedRecordsAreRefused) {
+  // torch.save stores its records; a deflated one could inflate to any size,
+  // so every reader refuses it before reading it, naming the record.
+  const auto read = message_of<FormatError>([] { read_torch_save(fixture("deflated.pt")); });
+  EXPECT_NE(read.find("is compressed (zip method 8)"), std::string::npos) << read;
+  EXPECT_EQ(read.rfind("h5dcp: record ", 0), 0u) << read;
   test::TempDir dir;
   try {
     torch_save_to_checkpoint(fixture("deflated.pt"), dir.file("d.h5"));
@@ -434,6 +434,157 @@ TEST(Verify, ATruncatedFileIsAProblemNotAnException) {
   const auto report = verify_checkpoint(dir.file("t.h5"));
   ASSERT_EQ(report.problems.size(), 1u);
   EXPECT_EQ(report.problems[0].check, "metadata");
+}
+
+// --- hostile files (issue 15; tests/hostile/make_hostile_pt.py) -------------------
+
+std::string hostile(const std::string& name) {
+  const char* dir = std::getenv("H5DCP_HOSTILE_PT");
+  if (dir == nullptr) ADD_FAILURE() << "H5DCP_HOSTILE_PT is not set (CTest sets it; torch_save.hostile_files writes them)";
+  return std::string(dir ? dir : "/nonexistent") + "/" + name;
+}
+
+long vm_size_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmSize:", 0) == 0) return std::stol(line.substr(7));
+  return 0;
+}
+
+struct ChildRun {
+  std::string outcome;  // "FormatError: ...", "CheckpointError: ...", "ok", "other: ...", "killed"
+  long rss_growth_mib = 0;
+};
+
+// Runs `f` in a child process whose address space may grow by `extra_mib`
+// at most (so a memory bomb ends there, not on the machine) within 60 s, and
+// reports what it threw and how much its peak RSS grew.
+template <typename F>
+ChildRun in_child(F&& f, long extra_mib) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {"pipe failed"};
+  const long base = vm_size_kib();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    rlimit limit{};
+    limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(base + extra_mib * 1024) * 1024;
+    ::setrlimit(RLIMIT_AS, &limit);
+    ::alarm(60);
+    rusage before{};
+    ::getrusage(RUSAGE_SELF, &before);
+    std::string outcome;
+    try {
+      f();
+      outcome = "ok";
+    } catch (const CheckpointError& e) {
+      outcome = std::string("CheckpointError: ") + e.what();
+    } catch (const FormatError& e) {
+      outcome = std::string("FormatError: ") + e.what();
+    } catch (const std::exception& e) {
+      outcome = std::string("other: ") + e.what();
+    }
+    rusage after{};
+    ::getrusage(RUSAGE_SELF, &after);
+    const auto text = std::to_string((after.ru_maxrss - before.ru_maxrss) / 1024) + "\n" + outcome;
+    (void)!::write(fds[1], text.data(), text.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const auto newline = text.find('\n');
+  if (!WIFEXITED(status) || newline == std::string::npos) return {"killed"};
+  return {text.substr(newline + 1), std::stol(text.substr(0, newline))};
+}
+
+TEST(HostilePt, EveryRefusedFileIsAFormatErrorInBoundedMemory) {
+  const auto dir = hostile("");
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const auto name = entry.path().filename().string();
+    if (name.rfind("refuse-", 0) != 0) continue;
+    ++files;
+    const auto run = in_child([&] { read_torch_save(entry.path().string()); }, 512);
+    EXPECT_EQ(run.outcome.rfind("FormatError: h5dcp: ", 0), 0u) << name << ": " << run.outcome;
+    EXPECT_NE(run.outcome.find(name), std::string::npos) << name << ": " << run.outcome;
+    EXPECT_LT(run.rss_growth_mib, 256) << name;
+  }
+  EXPECT_GE(files, 30u);
+}
+
+TEST(HostilePt, EachClassIsRefusedForWhatItIs) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"refuse-shared-dict-bomb.pt", "reached along too many paths"},
+      {"refuse-shared-dict-wide.pt", "reached along too many paths"},
+      {"refuse-shared-list-str-bomb.pt", "reached along too many paths"},
+      {"refuse-deflated-pkl.pt", "record archive/data.pkl of"},
+      {"refuse-deflated-storage.pt", "is compressed (zip method 8)"},
+      {"refuse-deflated-version.pt", "record archive/version of"},
+      {"refuse-huge-memo-index.pt", "memo index 4294967294 is beyond"},
+      {"refuse-many-marks.pt", "MARKs are open at once"},
+      {"refuse-codecs-amplify.pt", "MiB of memory to read"},
+      {"refuse-numel-overflow.pt", "more bytes than a 64-bit size can count"},
+      {"refuse-view-numel-overflow.pt", "than a 64-bit size can count"},
+      {"refuse-view-bytes-overflow.pt", "than a 64-bit size can count"},
+      {"refuse-stride-overflow.pt", "than a 64-bit size can count"},
+      {"refuse-offset-huge.pt", "than a 64-bit size can count"},
+      {"refuse-too-many-dims.pt", "100 dimensions, more than 64"},
+      {"refuse-storage-beyond-record.pt", "has 16 bytes, its storage needs 4000"},
+      {"refuse-zip64-entry-count.pt", "claims 1099511627776 records"},
+      {"refuse-zip-many-entries.pt", "does not fit in the file"},
+      {"refuse-zip-huge-names.pt", "a name of 60008 bytes, more than 4096"},
+      {"refuse-truncated-zip.pt", "no zip end record"},
+  };
+  for (const auto& [name, expected] : cases) {
+    const auto message = message_of<FormatError>([&] { read_torch_save(hostile(name)); });
+    EXPECT_NE(message.find(expected), std::string::npos) << name << ": " << message;
+  }
+  // A storage whose record is too short was converted from the bytes after it.
+  test::TempDir dir;
+  const auto run = in_child([&] { torch_save_to_checkpoint(hostile("refuse-storage-beyond-record.pt"), dir.file("x.h5")); }, 512);
+  EXPECT_NE(run.outcome.find("its storage needs 4000"), std::string::npos) << run.outcome;
+}
+
+TEST(HostilePt, PickleMemoryPerOpcodeIsBounded) {
+  // {'x': [[], [], ...]}: two million one-byte EMPTY_LISTs. The reader took
+  // ~330 bytes per byte; its budget (64 MiB + 128 bytes per byte) refuses it.
+  const auto pickle = bytes({0x80, 0x02, '}', 'X', 1, 0, 0, 0, 'x', '('}) + std::string(2'000'000, ']') + "ls.";
+  const auto run = in_child([&] { pickle::unpickle(pickle, "lists"); }, 512);
+  EXPECT_NE(run.outcome.find("MiB of memory to read"), std::string::npos) << run.outcome;
+  EXPECT_LT(run.rss_growth_mib, 400);
+  // A real state dict's pickle takes a small part of the budget.
+  StateDict sd;
+  for (int i = 0; i < 2000; ++i)
+    sd["layer" + std::to_string(i)] = StateDict{{"weight", at::ones({4, 4})}, {"bias", at::zeros({4})}, {"step", std::int64_t{i}}};
+  pickle::UnpickleStats stats;
+  int keys = 0;
+  const auto data = pickle::pickle(*detail::pickle_tree(sd, [&](const std::string&, const at::Tensor& t) {
+    auto storage = std::make_shared<pickle::Storage>();
+    storage->key = std::to_string(keys++);
+    storage->dtype = DType::Float32;
+    storage->numel = t.numel();
+    return pickle::Object::tensor_of({storage, 0, t.sizes().vec(), t.strides().vec()});
+  }));
+  pickle::unpickle(data, "state", &stats);
+  EXPECT_LT(stats.charged_bytes, 32 * data.size()) << stats.charged_bytes << " for " << data.size();
+}
+
+TEST(HostilePt, AnExpandedGibibyteConvertsInSlabs) {
+  // torch.save of a [1, 1024] row expanded to [262144, 1024]: 4 KiB of
+  // storage, 1 GiB of tensor. It was materialised whole.
+  test::TempDir dir;
+  const auto run = in_child([&] { torch_save_to_checkpoint(hostile("accept-expanded-1gib.pt"), dir.file("x.h5")); }, 1024);
+  EXPECT_EQ(run.outcome, "ok");
+  EXPECT_LT(run.rss_growth_mib, 300);
+  CheckpointReader reader(dir.file("x.h5"));
+  const auto rows = reader.read_block("x", ChunkStorageMetadata{{262140, 0}, {4, 1024}});
+  EXPECT_TRUE(bitwise_equal(rows, at::arange(1024, at::kFloat).reshape({1, 1024}).expand({4, 1024}).contiguous()));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -89,10 +90,44 @@ bool is_builtins(const std::string& module) { return module == "builtins" || mod
 // Deeper nesting of lists, tuples and dicts is refused: state dicts nest a
 // few levels, and walks over the objects (and their destructors) recurse.
 constexpr std::size_t kMaxDepth = 1000;
+// MARKs open at once: each opens a container being built (a dict's items, a
+// tensor's arguments), so legitimate pickles nest them about as deep as
+// their containers.
+constexpr std::size_t kMaxOpenMarks = kMaxDepth;
+// Objects on the stack at once. Python's pickler batches APPENDS and
+// SETITEMS by 1,000 items, so torch.save's pickles hold a few thousand; a
+// stream of pushes that are never consumed is refused here (and each push
+// takes at least one input byte, so the stack is also bounded by the input).
+constexpr std::size_t kMaxStackObjects = std::size_t{1} << 22;
+// Bytes of one tensor's elements: 1 TiB, above any single tensor a torch.save
+// file holds (it is saved from memory), and what a view that repeats its
+// storage (stride 0) may claim: converting it writes that many bytes.
+constexpr std::int64_t kMaxTensorBytes = std::int64_t{1} << 40;
+// Dimensions of a tensor: PyTorch's own kernels stop at 25 and HDF5 at 32.
+constexpr std::size_t kMaxTensorDims = 64;
+// The reader's memory budget: every object, string and tensor view it makes
+// is counted (cumulatively, so the work done is bounded too), and a pickle
+// that needs more than kMemoryFloorBytes + kMemoryPerInputByte per byte of
+// data.pkl is refused. h5dcp-written state-dict pickles need about 21 bytes per byte
+// (tests/torch_save: PickleMemoryPerOpcodeIsBounded); a pickle that copies a memoized
+// string or size tuple thousands of times, or makes an object of every byte,
+// is what reaches it.
+constexpr std::uint64_t kMemoryFloorBytes = std::uint64_t{64} << 20;
+constexpr std::uint64_t kMemoryPerInputByte = 128;
+// What one object costs: the object and its shared_ptr control block.
+constexpr std::uint64_t kObjectBytes = sizeof(Object) + 16;
+
+// a * b, or nullopt when it does not fit in int64 (both non-negative).
+std::optional<std::int64_t> product(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
 
 class Unpickler {
  public:
-  Unpickler(std::string_view data, const std::string& what) : data_(data), what_(what) {}
+  Unpickler(std::string_view data, const std::string& what)
+      : data_(data), what_(what), budget_(kMemoryFloorBytes + kMemoryPerInputByte * data.size()) {}
 
   // Through the memo a pickle can put a list inside itself, and a few bytes
   // per level nest objects deep enough to overflow the stack of recursive
@@ -138,6 +173,8 @@ class Unpickler {
     }
   }
 
+  UnpickleStats stats() const { return {charged_, budget_}; }
+
   void dismantle() noexcept {
     for (auto& c : containers_) {
       c->items.clear();
@@ -164,6 +201,36 @@ class Unpickler {
                       " (at byte " + std::to_string(op_pos_) + ")");
   }
 
+  // Counts `bytes` of memory against the budget (see kMemoryPerInputByte).
+  void charge(std::uint64_t bytes) {
+    charged_ += bytes;
+    if (charged_ > budget_)
+      fail("it needs more than " + std::to_string(budget_ >> 20) + " MiB of memory to read, for " +
+           std::to_string(data_.size()) + " bytes (h5dcp allows " + std::to_string(kMemoryFloorBytes >> 20) +
+           " MiB + " + std::to_string(kMemoryPerInputByte) + " bytes per byte of data.pkl)");
+  }
+  ObjectPtr make(Kind kind) {
+    charge(kObjectBytes);
+    return Object::of(kind);
+  }
+  ObjectPtr make_text(Kind kind, std::string text) {
+    charge(kObjectBytes + text.size());
+    auto o = Object::of(kind);
+    o->text = std::move(text);
+    return o;
+  }
+  ObjectPtr make_int(std::int64_t value) {
+    // Small ints are shared: they are most of a tensor's arguments, and
+    // nothing changes an int once made.
+    if (value >= 0 && value < static_cast<std::int64_t>(small_ints_.size())) {
+      auto& cached = small_ints_[static_cast<std::size_t>(value)];
+      if (!cached) cached = Object::int_of(value);
+      return cached;
+    }
+    charge(kObjectBytes);
+    return Object::int_of(value);
+  }
+
   // --- input ----------------------------------------------------------------
   const char* take(std::size_t n) {
     if (n > data_.size() - pos_) fail("it is truncated");
@@ -185,6 +252,7 @@ class Unpickler {
   std::string line() {
     const auto end = data_.find('\n', pos_);
     if (end == std::string_view::npos) fail("a text argument has no end of line");
+    charge(end - pos_);
     std::string text(data_.substr(pos_, end - pos_));
     pos_ = end + 1;
     return text;
@@ -211,10 +279,18 @@ class Unpickler {
     stack_.resize(k);
     return items;
   }
-  void push(ObjectPtr o) { stack_.push_back(std::move(o)); }
+  void push(ObjectPtr o) {
+    if (stack_.size() >= kMaxStackObjects)
+      fail("more than " + std::to_string(kMaxStackObjects) + " objects are on the stack at once");
+    stack_.push_back(std::move(o));
+  }
+  void mark() {
+    if (marks_.size() >= kMaxOpenMarks) fail("more than " + std::to_string(kMaxOpenMarks) + " MARKs are open at once");
+    marks_.push_back(stack_.size());
+  }
 
   ObjectPtr container(Kind kind) {
-    containers_.push_back(Object::of(kind));
+    containers_.push_back(make(kind));
     return containers_.back();
   }
   // The n-th object `o` holds (items, then dict keys and values), or nullptr.
@@ -226,11 +302,22 @@ class Unpickler {
     return (n % 2 == 0 ? entry.first : entry.second).get();
   }
 
-  void memo_put(std::uint64_t index) { memo_[index] = top(); }
+  // The memo is an array, as in CPython's unpickler: picklers number their
+  // entries 0, 1, 2, ..., and each entry takes at least one byte, so an index
+  // at or past the pickle's size is refused before the array grows to it.
+  void memo_put(std::uint64_t index) {
+    if (index >= data_.size())
+      fail("memo index " + std::to_string(index) + " is beyond what a pickle of " + std::to_string(data_.size()) +
+           " bytes can use");
+    if (index >= memo_.size()) memo_.resize(static_cast<std::size_t>(index) + 1);
+    auto& slot = memo_[static_cast<std::size_t>(index)];
+    if (!slot) ++memo_count_;
+    slot = top();
+  }
   ObjectPtr memo_get(std::uint64_t index) const {
-    const auto it = memo_.find(index);
-    if (it == memo_.end()) fail("memo entry " + std::to_string(index) + " is missing");
-    return it->second;
+    if (index >= memo_.size() || !memo_[static_cast<std::size_t>(index)])
+      fail("memo entry " + std::to_string(index) + " is missing");
+    return memo_[static_cast<std::size_t>(index)];
   }
 
   // --- values ---------------------------------------------------------------
@@ -285,14 +372,17 @@ class Unpickler {
     const auto& type = *a[1];
     if (type.kind != Kind::Global) fail("a storage type is " + describe(type));
     // PyTorch 2.x: an UntypedStorage of numel bytes, typed by _rebuild_tensor_v3.
-    const bool untyped = (type.module == "torch" || type.module == "torch.storage") && type.name == "UntypedStorage";
+    const bool untyped = (type.text == "torch" || type.text == "torch.storage") && type.name == "UntypedStorage";
     const StorageType* known = nullptr;
     for (const auto& t : kStorageTypes)
-      if (type.module == "torch" && type.name == t.name) known = &t;
+      if (type.text == "torch" && type.name == t.name) known = &t;
     if (known == nullptr && !untyped)
-      fail("storage type " + type.module + "." + type.name + " is not supported (" + supported() + ")");
+      fail("storage type " + type.text + "." + type.name + " is not supported (" + supported() + ")");
     if (a[2]->kind != Kind::Str || a[3]->kind != Kind::Str || a[4]->kind != Kind::Int || a[4]->integer < 0)
       fail("a storage's key, location or size is malformed");
+    if (!untyped && !product(a[4]->integer, static_cast<std::int64_t>(dtype_size(known->dtype))))
+      fail("storage '" + a[2]->text + "' of " + std::to_string(a[4]->integer) + " " + std::string(dtype_name(known->dtype)) +
+           " elements has more bytes than a 64-bit size can count");
     auto& storage = storages_[a[2]->text];
     if (!storage) {
       auto fresh = std::make_shared<Storage>();
@@ -309,7 +399,7 @@ class Unpickler {
       if (storage->untyped != untyped || (!untyped && storage->dtype != known->dtype) || bytes_named != a[4]->integer)
         fail("storage '" + a[2]->text + "' is named with two different types or sizes");
     }
-    auto o = Object::of(Kind::Storage);
+    auto o = make(Kind::Storage);
     o->storage = storage;
     return o;
   }
@@ -321,11 +411,11 @@ class Unpickler {
     if (args.size() < 7 || args[0]->kind != Kind::Storage || args[6]->kind != Kind::Global)
       fail("a tensor is rebuilt (_rebuild_tensor_v3) from unexpected arguments");
     const auto& type = *args[6];
-    const auto dtype = type.module == "torch" ? dtype_from_name(type.name) : std::nullopt;
+    const auto dtype = type.text == "torch" ? dtype_from_name(type.name) : std::nullopt;
     if (!dtype) {
       // Refused where its key is known (the state dict's walk), not here.
-      auto unstorable = Object::of(Kind::Global);
-      unstorable->module = type.module;
+      auto unstorable = make(Kind::Global);
+      unstorable->text = type.text;
       unstorable->name = type.name;
       unstorable->unstorable_tensor = true;
       return unstorable;
@@ -353,6 +443,9 @@ class Unpickler {
     if (args.size() < 4 || args[0]->kind != Kind::Storage || args[1]->kind != Kind::Int)
       fail("a tensor is rebuilt from unexpected arguments");
     if (!args[0]->storage->typed) fail("a tensor views an UntypedStorage without naming its dtype");
+    if (args[2]->items.size() > kMaxTensorDims)
+      fail("a tensor has " + std::to_string(args[2]->items.size()) + " dimensions, more than " +
+           std::to_string(kMaxTensorDims));
     bool sizes_ok = false;
     bool strides_ok = false;
     TensorView view;
@@ -362,17 +455,47 @@ class Unpickler {
     view.strides = ints_of(*args[3], strides_ok);
     if (!sizes_ok || !strides_ok || view.sizes.size() != view.strides.size() || view.storage_offset < 0)
       fail("a tensor has malformed sizes, strides or storage offset");
-    std::int64_t last = view.storage_offset;
+    check_view(view);
+    charge(kObjectBytes + sizeof(TensorView) + 16 + 2 * sizeof(std::int64_t) * view.sizes.size());
+    return Object::tensor_of(std::move(view));
+  }
+
+  // A view must lie inside its storage, and every size derived from it
+  // (elements, bytes, the last element's index) must fit in 64 bits: later
+  // code multiplies them without checking again.
+  void check_view(const TensorView& view) const {
+    const auto& storage = *view.storage;
+    const auto element = static_cast<std::int64_t>(dtype_size(storage.dtype));
+    std::optional<std::int64_t> bytes = element;  // of the view's elements; zero sizes are skipped so none hides an overflow
+    std::int64_t last = view.storage_offset;      // the last element's index in the storage
     bool empty = false;
     for (std::size_t d = 0; d < view.sizes.size(); ++d) {
-      if (view.sizes[d] < 0 || view.strides[d] < 0) fail("a tensor has a negative size or stride");
-      if (view.sizes[d] == 0) empty = true;
-      last += (view.sizes[d] - 1) * view.strides[d];
+      const auto size = view.sizes[d];
+      const auto stride = view.strides[d];
+      if (size < 0 || stride < 0) fail("a tensor has a negative size or stride");
+      if (size == 0) {
+        empty = true;
+        continue;
+      }
+      bytes = bytes ? product(*bytes, size) : std::nullopt;
+      const auto reach = product(size - 1, stride);
+      if (!bytes || !reach || __builtin_add_overflow(last, *reach, &last))
+        fail("a tensor of sizes " + ints_text(view.sizes) + " and strides " + ints_text(view.strides) +
+             " has more elements or bytes than a 64-bit size can count");
     }
-    if (!empty && last >= view.storage->numel)
-      fail("a tensor view reaches element " + std::to_string(last) + " of storage '" + view.storage->key +
-           "', which has " + std::to_string(view.storage->numel));
-    return Object::tensor_of(std::move(view));
+    if (!empty && *bytes > kMaxTensorBytes)
+      fail("a tensor of sizes " + ints_text(view.sizes) + " has " + std::to_string(*bytes) +
+           " bytes, more than h5dcp's limit of " + std::to_string(kMaxTensorBytes) + " for one tensor");
+    if (empty ? view.storage_offset > storage.numel : last >= storage.numel)
+      fail("a tensor view (offset " + std::to_string(view.storage_offset) + ", sizes " + ints_text(view.sizes) +
+           ", strides " + ints_text(view.strides) + ") reaches element " + std::to_string(last) + " of storage '" +
+           storage.key + "', which has " + std::to_string(storage.numel));
+  }
+
+  static std::string ints_text(const std::vector<std::int64_t>& values) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < values.size() && i < 8; ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+    return out + (values.size() > 8 ? ", ...]" : "]");
   }
 
   static std::string latin1_bytes(const std::string& utf8, bool& ok) {
@@ -396,7 +519,7 @@ class Unpickler {
   ObjectPtr call(const Object& callable, const Object& args) {
     if (callable.kind != Kind::Global) fail("REDUCE calls " + describe(callable));
     if (args.kind != Kind::Tuple) fail("REDUCE passes " + describe(args) + " as arguments");
-    const auto& m = callable.module;
+    const auto& m = callable.text;
     const auto& n = callable.name;
     const auto& a = args.items;
     if (m == "collections" && n == "OrderedDict" && a.empty()) return container(Kind::Dict);
@@ -409,7 +532,7 @@ class Unpickler {
     if (m == "torch._tensor" && n == "_rebuild_from_type_v2") {
       // (func, new_type, args, state): a tensor with Python attributes; we keep the tensor.
       if (a.size() < 3) fail("_rebuild_from_type_v2 has too few arguments");
-      if (a[0]->kind == Kind::Global && a[0]->module == m && a[0]->name == n)
+      if (a[0]->kind == Kind::Global && a[0]->text == m && a[0]->name == n)
         fail("_rebuild_from_type_v2 rebuilds with itself");  // torch never does; the recursion has no end
       return call(*a[0], *a[2]);
     }
@@ -418,9 +541,9 @@ class Unpickler {
       bool ok = false;
       auto raw = latin1_bytes(a[0]->text, ok);
       if (!ok) fail("bytes are encoded with characters outside latin-1");
-      return Object::bytes_of(std::move(raw));
+      return make_text(Kind::Bytes, std::move(raw));
     }
-    if (is_builtins(m) && n == "bytes" && a.empty()) return Object::bytes_of("");
+    if (is_builtins(m) && n == "bytes" && a.empty()) return make_text(Kind::Bytes, "");
     if (m == "torch" && n == "Size" && a.size() == 1 && a[0]->kind == Kind::Tuple) return a[0];
     fail("unsupported object " + m + "." + n + " (" + supported() + ")");
   }
@@ -450,43 +573,45 @@ class Unpickler {
         return;
       }
       case kFrame: (void)little<std::uint64_t>(); return;  // framing only
-      case kMark: marks_.push_back(stack_.size()); return;
+      case kMark: mark(); return;
       case kPop: (void)pop(); return;
       case kPopMark: (void)pop_mark(); return;
       case kDup: push(top()); return;
-      case kNone: push(Object::none()); return;
-      case kNewTrue: push(Object::boolean_of(true)); return;
-      case kNewFalse: push(Object::boolean_of(false)); return;
-      case kBinInt: push(Object::int_of(little<std::int32_t>())); return;
-      case kBinInt1: push(Object::int_of(byte())); return;
-      case kBinInt2: push(Object::int_of(little<std::uint16_t>())); return;
+      // None, True and False are shared: nothing changes them once made.
+      case kNone: push(none_); return;
+      case kNewTrue: push(true_); return;
+      case kNewFalse: push(false_); return;
+      case kBinInt: push(make_int(little<std::int32_t>())); return;
+      case kBinInt1: push(make_int(byte())); return;
+      case kBinInt2: push(make_int(little<std::uint16_t>())); return;
       case kLong1: {
         const auto n = byte();
-        push(Object::int_of(two_complement(take(n), n)));
+        push(make_int(two_complement(take(n), n)));
         return;
       }
       case kLong4: {
         const auto n = little<std::int32_t>();
         if (n < 0) fail("LONG4 has a negative length");
         const auto len = length(static_cast<std::uint64_t>(n));
-        push(Object::int_of(two_complement(take(len), len)));
+        push(make_int(two_complement(take(len), len)));
         return;
       }
       case kInt: {
         const auto text = line();
         if (text == "00" || text == "01")
-          push(Object::boolean_of(text == "01"));
+          push(text == "01" ? true_ : false_);
         else
-          push(Object::int_of(text_int(text)));
+          push(make_int(text_int(text)));
         return;
       }
-      case kLong: push(Object::int_of(text_int(line()))); return;
+      case kLong: push(make_int(text_int(line()))); return;
       case kBinFloat: {
         std::uint64_t bits = 0;
         const char* p = take(8);
         for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<std::uint8_t>(p[i]);  // big-endian
         double value = 0;
         std::memcpy(&value, &bits, sizeof value);
+        charge(kObjectBytes);
         push(Object::float_of(value));
         return;
       }
@@ -495,37 +620,38 @@ class Unpickler {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
         if (end == text.c_str()) fail("malformed float '" + text + "'");
+        charge(kObjectBytes);
         push(Object::float_of(value));
         return;
       }
       case kShortBinUnicode: {
         const auto n = byte();
-        push(Object::str_of(std::string(take(n), n)));
+        push(make_text(Kind::Str, std::string(take(n), n)));
         return;
       }
       case kBinUnicode: {
         const auto n = length(little<std::uint32_t>());
-        push(Object::str_of(std::string(take(n), n)));
+        push(make_text(Kind::Str, std::string(take(n), n)));
         return;
       }
       case kBinUnicode8: {
         const auto n = length(little<std::uint64_t>());
-        push(Object::str_of(std::string(take(n), n)));
+        push(make_text(Kind::Str, std::string(take(n), n)));
         return;
       }
       case kShortBinBytes: {
         const auto n = byte();
-        push(Object::bytes_of(std::string(take(n), n)));
+        push(make_text(Kind::Bytes, std::string(take(n), n)));
         return;
       }
       case kBinBytes: {
         const auto n = length(little<std::uint32_t>());
-        push(Object::bytes_of(std::string(take(n), n)));
+        push(make_text(Kind::Bytes, std::string(take(n), n)));
         return;
       }
       case kBinBytes8: {
         const auto n = length(little<std::uint64_t>());
-        push(Object::bytes_of(std::string(take(n), n)));
+        push(make_text(Kind::Bytes, std::string(take(n), n)));
         return;
       }
       case kEmptyList: push(container(Kind::List)); return;
@@ -586,8 +712,8 @@ class Unpickler {
         return;
       }
       case kGlobal: {
-        auto g = Object::of(Kind::Global);
-        g->module = line();
+        auto g = make(Kind::Global);
+        g->text = line();
         g->name = line();
         push(std::move(g));
         return;
@@ -596,8 +722,8 @@ class Unpickler {
         auto name = pop();
         auto module = pop();
         if (name->kind != Kind::Str || module->kind != Kind::Str) fail("STACK_GLOBAL needs two strings");
-        auto g = Object::of(Kind::Global);
-        g->module = module->text;
+        auto g = make_text(Kind::Global, module->text);
+        charge(name->text.size());
         g->name = name->text;
         push(std::move(g));
         return;
@@ -624,7 +750,7 @@ class Unpickler {
       case kBinPut: memo_put(byte()); return;
       case kLongBinPut: memo_put(little<std::uint32_t>()); return;
       case kPut: memo_put(static_cast<std::uint64_t>(text_int(line()))); return;
-      case kMemoize: memo_put(memo_.size()); return;
+      case kMemoize: memo_put(memo_count_); return;
       case kBinGet: push(memo_get(byte())); return;
       case kLongBinGet: push(memo_get(little<std::uint32_t>())); return;
       case kGet: push(memo_get(static_cast<std::uint64_t>(text_int(line())))); return;
@@ -642,18 +768,26 @@ class Unpickler {
   std::size_t op_pos_ = 0;
   std::vector<ObjectPtr> stack_;
   std::vector<std::size_t> marks_;
-  std::unordered_map<std::uint64_t, ObjectPtr> memo_;
+  std::vector<ObjectPtr> memo_;  // by index; empty slots are entries never put
+  std::uint64_t memo_count_ = 0;  // entries put: MEMOIZE's next index
+  std::uint64_t budget_;          // bytes of memory the pickle may take (see kMemoryPerInputByte)
+  std::uint64_t charged_ = 0;
+  const ObjectPtr none_ = Object::none();
+  const ObjectPtr true_ = Object::boolean_of(true);
+  const ObjectPtr false_ = Object::boolean_of(false);
+  std::vector<ObjectPtr> small_ints_ = std::vector<ObjectPtr>(256);
   std::map<std::string, std::shared_ptr<Storage>> storages_;
   std::vector<ObjectPtr> containers_;  // every list, tuple and dict made (see check_containers)
 };
 
 }  // namespace
 
-ObjectPtr unpickle(std::string_view data, const std::string& what) {
+ObjectPtr unpickle(std::string_view data, const std::string& what, UnpickleStats* stats) {
   Unpickler unpickler(data, what);
   try {
     auto result = unpickler.run();
     unpickler.check_containers();
+    if (stats != nullptr) *stats = unpickler.stats();
     return result;
   } catch (...) {
     unpickler.dismantle();

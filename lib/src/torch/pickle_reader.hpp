@@ -17,6 +17,7 @@
 // Anything else (arbitrary classes, sets, sparse or quantized tensors) is a
 // FormatError naming the object and the byte offset. Not torch-dependent.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -24,10 +25,17 @@
 
 namespace h5dcp::detail::pickle {
 
+/// What reading a pickle took, for tests of its bounds.
+struct UnpickleStats {
+  std::uint64_t charged_bytes = 0;  ///< memory counted against the reader's budget
+  std::uint64_t budget_bytes = 0;   ///< that budget, for this pickle's size
+};
+
 /// The object `data` (a whole pickle, up to its STOP) describes. Storages
 /// with the same key are the same Storage object. `what` names the pickle in
 /// errors (e.g. "'model.pt'"). Throws FormatError on anything malformed or
-/// unsupported.
-ObjectPtr unpickle(std::string_view data, const std::string& what);
+/// unsupported, or on a pickle that needs more memory than its size
+/// justifies (a budget proportional to its bytes: see pickle_reader.cpp).
+ObjectPtr unpickle(std::string_view data, const std::string& what, UnpickleStats* stats = nullptr);
 
 }  // namespace h5dcp::detail::pickle

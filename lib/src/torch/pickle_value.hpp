@@ -44,21 +44,26 @@ struct Object;
 /// places (a list appended to after it was memoized, a tensor saved twice).
 using ObjectPtr = std::shared_ptr<Object>;
 
+/// One object of the pickle. Kept small: a pickle of one-byte opcodes makes
+/// one object per byte, and the reader's memory is counted per input byte
+/// (pickle_reader.cpp): the payload a kind needs beyond a scalar or a
+/// container (a tensor's view) is held through a pointer.
 struct Object {
   Kind kind = Kind::None;
-  bool boolean = false;                                  ///< Bool
-  std::int64_t integer = 0;                              ///< Int
-  double real = 0.0;                                     ///< Float
-  std::string text;                                      ///< Str (UTF-8), Bytes (raw)
-  std::vector<ObjectPtr> items;                          ///< List, Tuple
-  std::vector<std::pair<ObjectPtr, ObjectPtr>> entries;  ///< Dict, in insertion order
-  TensorView tensor;                                     ///< Tensor
-  std::shared_ptr<const Storage> storage;                ///< Storage
-  std::string module;                                    ///< Global: "torch._utils"
-  std::string name;                                      ///< Global: "_rebuild_tensor_v2"
+  bool boolean = false;  ///< Bool
   /// Global: a tensor of the dtype torch.<name>, which h5dcp cannot store. The
   /// reader keeps it as such so that the state dict's walk can name its key.
   bool unstorable_tensor = false;
+  union {
+    std::int64_t integer = 0;  ///< Int
+    double real;               ///< Float
+  };
+  std::string text;                                      ///< Str (UTF-8), Bytes (raw); Global: the module ("torch._utils")
+  std::string name;                                      ///< Global: "_rebuild_tensor_v2"
+  std::vector<ObjectPtr> items;                          ///< List, Tuple
+  std::vector<std::pair<ObjectPtr, ObjectPtr>> entries;  ///< Dict, in insertion order
+  std::shared_ptr<const TensorView> tensor;              ///< Tensor
+  std::shared_ptr<const Storage> storage;                ///< Storage
 
   static ObjectPtr none() { return std::make_shared<Object>(); }
   static ObjectPtr of(Kind kind) {
@@ -93,7 +98,7 @@ struct Object {
   }
   static ObjectPtr tensor_of(TensorView view) {
     auto o = of(Kind::Tensor);
-    o->tensor = std::move(view);
+    o->tensor = std::make_shared<const TensorView>(std::move(view));
     return o;
   }
 };

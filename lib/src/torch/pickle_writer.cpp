@@ -163,7 +163,7 @@ class Pickler {
       case Kind::Float: real(o.real); return;
       case Kind::Str: str(o.text); return;
       case Kind::Bytes: bytes(o.text); return;
-      case Kind::Tensor: tensor(o.tensor); return;
+      case Kind::Tensor: tensor(*o.tensor); return;
       case Kind::Tuple: {
         if (o.items.empty()) {
           op(')');

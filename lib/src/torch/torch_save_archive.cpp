@@ -51,28 +51,136 @@ std::string not_torch_save(const std::string& path, FileKind kind) {
   }
 }
 
-// Whether the record whose data starts at `data_offset` is stored
-// uncompressed: its zip local header (signature PK\3\4, 30 bytes, then the
-// name and extra field, which end where the data starts) says method 0.
-bool stored_uncompressed(int fd, const std::string& path, std::uint64_t data_offset) {
-  const auto le16 = [](const std::string& w, std::size_t at) {
-    return static_cast<std::uint64_t>(static_cast<unsigned char>(w[at])) |
-           static_cast<std::uint64_t>(static_cast<unsigned char>(w[at + 1])) << 8;
-  };
-  // Name and extra field are short in practice; at most 64 KiB together.
-  for (const std::uint64_t reach : {std::uint64_t{4096}, std::uint64_t{65536 + 30}}) {
-    const auto start = data_offset > reach ? data_offset - reach : 0;
-    std::string window(static_cast<std::size_t>(data_offset - start), '\0');
-    if (::pread(fd, window.data(), window.size(), static_cast<off_t>(start)) != static_cast<ssize_t>(window.size()))
-      throw IoError("h5dcp: reading " + in_quotes(path) + " failed");
-    for (auto at = window.rfind("PK\x03\x04"); at != std::string::npos;
-         at = at == 0 ? std::string::npos : window.rfind("PK\x03\x04", at - 1)) {
-      if (at + 30 <= window.size() && start + at + 30 + le16(window, at + 26) + le16(window, at + 28) == data_offset)
-        return le16(window, at + 8) == 0;
+// The zip container's limits, far above what torch.save writes (one record
+// per storage, plus data.pkl, version, byteorder and a few more; names of
+// the form "<archive>/data/<key>", where <archive> is the file's name
+// without its extension, at most NAME_MAX = 255 bytes).
+constexpr std::uint64_t kMaxZipEntries = std::uint64_t{1} << 22;
+constexpr std::uint64_t kMaxRecordNameBytes = 4096;
+
+// Sizes of the zip structures h5dcp reads (APPNOTE.TXT 4.3).
+constexpr std::size_t kEndRecordBytes = 22;
+constexpr std::size_t kZip64LocatorBytes = 20;
+constexpr std::size_t kZip64EndRecordBytes = 56;
+constexpr std::size_t kDirectoryEntryBytes = 46;
+
+std::uint64_t le(const char* p, std::size_t bytes) {
+  std::uint64_t value = 0;
+  for (std::size_t i = bytes; i-- > 0;) value = (value << 8) | static_cast<unsigned char>(p[i]);
+  return value;
+}
+
+class ZipFile {
+ public:
+  explicit ZipFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw IoError("h5dcp: opening " + in_quotes(path) + " failed: " + std::strerror(errno));
+    struct stat info {};
+    if (::fstat(fd_, &info) != 0) {
+      ::close(fd_);
+      throw IoError("h5dcp: stat of " + in_quotes(path) + " failed: " + std::strerror(errno));
     }
-    if (start == 0) break;
+    size_ = static_cast<std::uint64_t>(info.st_size);
   }
-  throw FormatError("h5dcp: " + in_quotes(path) + " is damaged: no zip header before a record's data");
+  ~ZipFile() { ::close(fd_); }
+  ZipFile(const ZipFile&) = delete;
+  ZipFile& operator=(const ZipFile&) = delete;
+
+  std::uint64_t size() const noexcept { return size_; }
+
+  // `bytes` bytes at `offset`, which the caller checked lie inside the file.
+  std::string read(std::uint64_t offset, std::uint64_t bytes) const {
+    std::string out(static_cast<std::size_t>(bytes), '\0');
+    std::size_t done = 0;
+    while (done < out.size()) {
+      const auto n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw IoError("h5dcp: reading " + in_quotes(path_) + " failed: " + std::strerror(n < 0 ? errno : EIO));
+      done += static_cast<std::size_t>(n);
+    }
+    return out;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
+[[noreturn]] void damaged_zip(const std::string& path, const std::string& what) {
+  throw FormatError("h5dcp: " + in_quotes(path) + " is not a torch.save file h5dcp can read: " + what);
+}
+
+struct ZipDirectory {
+  std::uint64_t entries = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+
+// Where the central directory is, from the end record (the last one, as
+// miniz finds it) and, when a zip64 locator precedes it, zip64's end record.
+ZipDirectory find_directory(const ZipFile& file, const std::string& path) {
+  const auto tail_bytes = std::min<std::uint64_t>(file.size(), 65535 + kEndRecordBytes);
+  const auto tail_start = file.size() - tail_bytes;
+  const auto tail = file.read(tail_start, tail_bytes);
+  auto at = tail.size() >= kEndRecordBytes ? tail.rfind("PK\x05\x06", tail.size() - kEndRecordBytes) : std::string::npos;
+  if (at == std::string::npos)
+    damaged_zip(path, "it has no zip end record (a truncated or damaged file)");
+  const char* end = tail.data() + at;
+  ZipDirectory dir{le(end + 10, 2), le(end + 16, 4), le(end + 12, 4)};
+  const auto end_offset = tail_start + at;
+  if (end_offset >= kZip64LocatorBytes) {
+    const auto locator = file.read(end_offset - kZip64LocatorBytes, kZip64LocatorBytes);
+    if (locator.compare(0, 4, "PK\x06\x07") == 0) {
+      const auto zip64_offset = le(locator.data() + 8, 8);
+      if (zip64_offset > file.size() || file.size() - zip64_offset < kZip64EndRecordBytes)
+        damaged_zip(path, "its zip64 end record lies outside the file");
+      const auto zip64 = file.read(zip64_offset, kZip64EndRecordBytes);
+      if (zip64.compare(0, 4, "PK\x06\x06") != 0) damaged_zip(path, "its zip64 end record is missing");
+      dir = {le(zip64.data() + 32, 8), le(zip64.data() + 48, 8), le(zip64.data() + 40, 8)};
+    }
+  }
+  if (dir.entries > kMaxZipEntries)
+    damaged_zip(path, "its zip directory claims " + std::to_string(dir.entries) + " records, more than " +
+                          std::to_string(kMaxZipEntries));
+  if (dir.offset > file.size() || dir.size > file.size() - dir.offset || dir.size / kDirectoryEntryBytes < dir.entries)
+    damaged_zip(path, "its zip directory (" + std::to_string(dir.entries) + " records, " + std::to_string(dir.size) +
+                          " bytes at " + std::to_string(dir.offset) + ") does not fit in the file's " +
+                          std::to_string(file.size()) + " bytes");
+  return dir;
+}
+
+// Checks the zip's central directory before LibTorch's reader trusts it: a
+// bounded number of records with short names, every one stored
+// uncompressed. torch.save stores its records; a compressed one is refused,
+// because its size cannot be checked against the file (a few KB of deflate
+// stream inflate to GBs) and because records are read in place.
+void check_zip_directory(const std::string& path) {
+  const ZipFile file(path);
+  const auto dir = find_directory(file, path);
+  const auto entries = file.read(dir.offset, dir.size);
+  std::size_t at = 0;
+  for (std::uint64_t i = 0; i < dir.entries; ++i) {
+    if (entries.size() - at < kDirectoryEntryBytes || entries.compare(at, 4, "PK\x01\x02") != 0)
+      damaged_zip(path, "its zip directory is damaged at record " + std::to_string(i));
+    const char* entry = entries.data() + at;
+    const auto method = le(entry + 10, 2);
+    const auto name_bytes = le(entry + 28, 2);
+    const auto rest = name_bytes + le(entry + 30, 2) + le(entry + 32, 2);  // name, extra field, comment
+    if (entries.size() - at - kDirectoryEntryBytes < rest)
+      damaged_zip(path, "its zip directory is damaged at record " + std::to_string(i));
+    if (name_bytes > kMaxRecordNameBytes)
+      damaged_zip(path, "record " + std::to_string(i) + " of its zip has a name of " + std::to_string(name_bytes) +
+                            " bytes, more than " + std::to_string(kMaxRecordNameBytes));
+    const std::string name(entry + kDirectoryEntryBytes, static_cast<std::size_t>(name_bytes));
+    if (method != 0)
+      throw FormatError("h5dcp: record " + name + " of " + in_quotes(path) + " is compressed (zip method " +
+                        std::to_string(method) +
+                        "); torch.save stores every record uncompressed, and h5dcp reads them in place, checked "
+                        "against the file's size: re-save the file with torch.save "
+                        "(torch.save(torch.load(path), new_path))");
+    at += kDirectoryEntryBytes + static_cast<std::size_t>(rest);
+  }
 }
 
 }  // namespace
@@ -80,6 +188,7 @@ bool stored_uncompressed(int fd, const std::string& path, std::uint64_t data_off
 TorchSaveReader::TorchSaveReader(const std::string& path) : path_(path) {
   const auto kind = detect_file_kind(path);  // IoError when missing or unreadable
   if (kind != FileKind::TorchSave) throw FormatError(not_torch_save(path, kind));
+  check_zip_directory(path);
   zip_ = zip_call("reading the zip archive " + in_quotes(path),
                   [&] { return std::make_unique<caffe2::serialize::PyTorchStreamReader>(path); });
   if (!zip_->hasRecord("data.pkl"))
@@ -99,26 +208,24 @@ TorchSaveReader::~TorchSaveReader() = default;
 TorchSaveIndex TorchSaveReader::read_index() {
   auto [data, size] = zip_call("reading data.pkl of " + in_quotes(path_), [&] { return zip_->getRecord("data.pkl"); });
   const auto root = pickle::unpickle(std::string_view(static_cast<const char*>(data.get()), size), in_quotes(path_));
-  auto index = index_torch_save(*root, in_quotes(path_));
+  auto index = index_torch_save(*root, in_quotes(path_), size);
   struct stat info {};
   if (::stat(path_.c_str(), &info) != 0)
     throw IoError("h5dcp: stat of " + in_quotes(path_) + " failed: " + std::strerror(errno));
   index.file_size = static_cast<std::uint64_t>(info.st_size);
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError("h5dcp: opening " + in_quotes(path_) + " failed: " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
   for (auto& [key, storage] : index.storages) {
     const auto name = "data/" + key;
     if (!zip_->hasRecord(name))
       throw FormatError("h5dcp: " + in_quotes(path_) + " has no record " + name + " for a storage its data.pkl names");
     storage.data_offset =
         zip_call("locating " + name + " in " + in_quotes(path_), [&] { return zip_->getRecordOffset(name); });
-    storage.stored = stored_uncompressed(fd, path_, storage.data_offset);
+    const auto record = zip_call("sizing " + name + " in " + in_quotes(path_), [&] { return zip_->getRecordSize(name); });
+    // The pickle reader checked that numel * element size fits in 64 bits.
     const auto bytes = static_cast<std::uint64_t>(storage.numel) * dtype_size(storage.dtype);
-    if (storage.stored && storage.data_offset + bytes > index.file_size)
+    if (bytes > record)
+      throw FormatError("h5dcp: record " + name + " of " + in_quotes(path_) + " has " + std::to_string(record) +
+                        " bytes, its storage needs " + std::to_string(bytes));
+    if (storage.data_offset > index.file_size || bytes > index.file_size - storage.data_offset)
       throw FormatError("h5dcp: " + in_quotes(path_) + " is truncated: record " + name +
                         " runs past the end of the file");
   }

@@ -102,10 +102,26 @@ at::Tensor read_block(const SourceFile& file, const detail::TorchStorageInfo& st
   return span.as_strided(box.sizes, tensor.strides, 0).contiguous();
 }
 
+// The most a rank holds of one tensor at once: larger blocks are written as
+// slabs of at most this many bytes, each read, written and dropped in turn.
+// It bounds memory where a tensor is far larger than the file: a view that
+// repeats its storage's elements (stride 0, as Tensor.expand makes, which
+// torch.save saves as the small storage and its strides) is materialised
+// slab by slab, never whole.
+constexpr std::int64_t kConvertSlabBytes = std::int64_t{64} << 20;
+
 // A tensor of `shape` and `dtype` that allocates (almost) nothing: what the
 // save planner plans with before resolve_tensor reads the real bytes.
 at::Tensor placeholder(DType dtype, const Shape& shape) {
   return at::empty({}, at::TensorOptions().dtype(detail::to_scalar_type(dtype))).expand(shape);
+}
+
+// The block at `offsets` of `sizes` in a tensor, as shards of at most kConvertSlabBytes.
+void add_slabs(std::vector<Shard>& shards, DType dtype, const Shape& offsets, const Shape& sizes) {
+  for (auto& slab : detail::split_block(sizes, static_cast<std::int64_t>(dtype_size(dtype)), kConvertSlabBytes)) {
+    for (std::size_t d = 0; d < offsets.size(); ++d) slab.offsets[d] += offsets[d];
+    shards.push_back(Shard{placeholder(dtype, slab.sizes), slab.offsets});
+  }
 }
 
 StateDict placeholder_state(const detail::TorchSaveIndex& index, std::int64_t split_min_bytes, int rank, int size) {
@@ -114,7 +130,14 @@ StateDict placeholder_state(const detail::TorchSaveIndex& index, std::int64_t sp
   for (const auto& [fqn, t] : index.tensors) {
     const auto rows = t.sizes.empty() ? 0 : t.sizes[0];
     if (size == 1 || rows == 0 || detail::volume(t.sizes) == 0 || detail::tensor_bytes(t) < split_min_bytes) {
-      flat.leaves.emplace(fqn, placeholder(t.dtype, t.sizes));  // whole; written once, by the least-loaded rank
+      if (detail::tensor_bytes(t) <= kConvertSlabBytes) {
+        flat.leaves.emplace(fqn, placeholder(t.dtype, t.sizes));  // whole; written once, by the least-loaded rank
+        continue;
+      }
+      // Too large for one block: rank 0 writes it, slab by slab.
+      std::vector<Shard> shards;
+      if (rank == 0) add_slabs(shards, t.dtype, Shape(t.sizes.size(), 0), t.sizes);
+      flat.leaves.emplace(fqn, ShardedTensor(t.sizes, std::move(shards)));
       continue;
     }
     // torch.chunk's split of dim 0: ceil(rows / size) rows each, the last ranks fewer or none.
@@ -127,7 +150,7 @@ StateDict placeholder_state(const detail::TorchSaveIndex& index, std::int64_t sp
       shape[0] = count;
       Shape offsets(t.sizes.size(), 0);
       offsets[0] = start;
-      shards.push_back(Shard{placeholder(t.dtype, shape), offsets});
+      add_slabs(shards, t.dtype, offsets, shape);
     }
     flat.leaves.emplace(fqn, ShardedTensor(t.sizes, std::move(shards)));
   }
@@ -179,11 +202,6 @@ SaveResult torch_save_to_checkpoint(const std::string& src, const std::string& d
   }));
   std::optional<SourceFile> file;
   c.all_gather("convert:open", [&] {
-    for (const auto& [key, storage] : index.storages)
-      if (!storage.stored)
-        throw FormatError("h5dcp: record data/" + key + " of '" + src +
-                          "' is compressed; torch.save stores records uncompressed, and the ranks read them in "
-                          "place: re-save the file with torch.save (torch.save(torch.load(path), new_path))");
     file.emplace(src, index.file_size);
     return Bytes();
   });
@@ -195,7 +213,9 @@ SaveResult torch_save_to_checkpoint(const std::string& src, const std::string& d
   Progress totals;
   if (c.size() == 1) {  // with more ranks, who writes the small tensors is the planner's choice
     for (const auto& [fqn, t] : index.tensors) {
-      totals.items_total += detail::volume(t.sizes) > 0 ? 1 : 0;  // empty tensors have no block to write
+      // One block per slab; empty tensors have none.
+      totals.items_total += static_cast<std::int64_t>(
+          detail::split_block(t.sizes, static_cast<std::int64_t>(dtype_size(t.dtype)), kConvertSlabBytes).size());
       totals.bytes_total += detail::tensor_bytes(t);
     }
   }

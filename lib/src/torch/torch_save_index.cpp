@@ -1,5 +1,6 @@
 #include "torch/torch_save_index.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -11,9 +12,25 @@
 namespace h5dcp::detail {
 namespace {
 
+// What the index of a pickle may take: its keys (fqns), values and entries
+// together at most kIndexFloorBytes + kIndexBytesPerPickleByte per byte of
+// data.pkl. A pickle's memo lets one container be referred to from many
+// places, and the index holds it once per path: a container shared along
+// every level of a tree of dicts has 2**levels paths in a few hundred bytes
+// ("billion laughs"). torch.save's own pickles share containers rarely (the
+// same dict saved under two keys), and their fqns and values are shorter
+// than the pickle bytes that name them.
+constexpr std::uint64_t kIndexFloorBytes = std::uint64_t{64} << 20;
+constexpr std::uint64_t kIndexBytesPerPickleByte = 64;
+// What one entry of the index costs beyond its fqn and payload: its map node
+// and the fields of a tensor, value or container.
+constexpr std::uint64_t kIndexEntryBytes = 128;
+
 class Indexer {
  public:
-  Indexer(TorchSaveIndex& index, const std::string& what) : index_(index), what_(what) {}
+  Indexer(TorchSaveIndex& index, const std::string& what, std::uint64_t pickle_bytes)
+      : index_(index), what_(what), budget_(kIndexFloorBytes + kIndexBytesPerPickleByte * pickle_bytes),
+        pickle_bytes_(pickle_bytes) {}
 
   void dict_entries(const pickle::Object& dict, const std::string& fqn) {
     std::set<std::string> seen;
@@ -27,6 +44,7 @@ class Indexer {
 
   void visit(const pickle::Object& o, const std::string& fqn) {
     using pickle::Kind;
+    charge(fqn, kIndexEntryBytes + fqn.size() + (o.kind == Kind::Str || o.kind == Kind::Bytes ? o.text.size() : 0));
     switch (o.kind) {
       case Kind::Dict:
         enter(o, fqn);
@@ -42,7 +60,7 @@ class Indexer {
         leave(o);
         return;
       case Kind::Tensor: {
-        const auto& v = o.tensor;
+        const auto& v = *o.tensor;
         index_.tensors.emplace(fqn,
                                TorchTensorInfo{v.storage->key, v.storage->dtype, v.storage_offset, v.sizes, v.strides});
         index_.storages.emplace(v.storage->key, TorchStorageInfo{v.storage->dtype, v.storage->numel, 0});
@@ -69,6 +87,16 @@ class Indexer {
   [[noreturn]] void fail(const std::string& fqn, const std::string& message) const {
     throw FormatError("h5dcp: in " + what_ + ", " +
                       (fqn.empty() ? std::string("the top-level dict") : "'" + fqn + "'") + " " + message);
+  }
+
+  // Counts an entry of the index against the budget (kIndexBytesPerPickleByte).
+  void charge(const std::string& fqn, std::uint64_t bytes) {
+    charged_ += bytes;
+    if (charged_ > budget_)
+      fail(fqn, "takes the state dict past " + std::to_string(budget_ >> 20) + " MiB of keys and values, for " +
+                    std::to_string(pickle_bytes_) + " bytes of data.pkl (h5dcp allows " +
+                    std::to_string(kIndexFloorBytes >> 20) + " MiB + " + std::to_string(kIndexBytesPerPickleByte) +
+                    " bytes per byte): containers shared through the pickle's memo are reached along too many paths");
   }
 
   static std::string child(const std::string& parent, const std::string& key) {
@@ -98,19 +126,51 @@ class Indexer {
   TorchSaveIndex& index_;
   const std::string& what_;
   std::set<const pickle::Object*> active_;
+  std::uint64_t budget_;
+  std::uint64_t pickle_bytes_;
+  std::uint64_t charged_ = 0;
 };
 
 void put_shape(ByteWriter& w, const Shape& s) { w.put_ints(s); }
 
 }  // namespace
 
-TorchSaveIndex index_torch_save(const pickle::Object& root, const std::string& what) {
+TorchSaveIndex index_torch_save(const pickle::Object& root, const std::string& what, std::uint64_t pickle_bytes) {
   if (root.kind != pickle::Kind::Dict)
     throw FormatError("h5dcp: the object saved in " + what + " is " + pickle::describe(root) +
                       ", not a dict; h5dcp holds state dicts: re-save it as torch.save({\"name\": obj}, path)");
   TorchSaveIndex index;
-  Indexer(index, what).dict_entries(root, "");
+  Indexer(index, what, pickle_bytes).dict_entries(root, "");
   return index;
+}
+
+std::vector<ChunkStorageMetadata> split_block(const Shape& sizes, std::int64_t element, std::int64_t max_bytes) {
+  const auto n = sizes.size();
+  if (volume(sizes) == 0) return {};
+  if (n == 0 || volume(sizes) * element <= max_bytes) return {ChunkStorageMetadata{Shape(n, 0), sizes}};
+  std::vector<std::int64_t> inner(n, element);  // bytes of one index of dimension d
+  for (std::size_t d = n - 1; d > 0; --d) inner[d - 1] = inner[d] * sizes[d];
+  std::size_t d = 0;
+  while (inner[d] > max_bytes) ++d;  // inner[n - 1] is one element, which fits
+  const auto step = std::max<std::int64_t>(1, max_bytes / inner[d]);
+  std::vector<ChunkStorageMetadata> pieces;
+  Shape outer(d, 0);  // an index over dimensions [0, d), like an odometer
+  while (true) {
+    for (std::int64_t start = 0; start < sizes[d]; start += step) {
+      ChunkStorageMetadata box{Shape(n, 0), sizes};
+      for (std::size_t k = 0; k < d; ++k) {
+        box.offsets[k] = outer[k];
+        box.sizes[k] = 1;
+      }
+      box.offsets[d] = start;
+      box.sizes[d] = std::min(step, sizes[d] - start);
+      pieces.push_back(std::move(box));
+    }
+    std::size_t k = d;
+    while (k > 0 && ++outer[k - 1] == sizes[k - 1]) outer[--k] = 0;
+    if (k == 0) break;
+  }
+  return pieces;
 }
 
 std::int64_t tensor_bytes(const TorchTensorInfo& tensor) {
@@ -131,7 +191,6 @@ Bytes encode(const TorchSaveIndex& index) {
     w.put(s.dtype);
     w.put(s.numel);
     w.put(s.data_offset);
-    w.put<std::uint8_t>(s.stored ? 1 : 0);
   }
   w.put<std::uint64_t>(index.tensors.size());
   for (const auto& [fqn, t] : index.tensors) {
@@ -165,7 +224,6 @@ TorchSaveIndex decode_torch_save_index(std::string_view bytes) {
     s.dtype = r.get<DType>();
     s.numel = r.get<std::int64_t>();
     s.data_offset = r.get<std::uint64_t>();
-    s.stored = r.get<std::uint8_t>() != 0;
     index.storages.emplace(std::move(key), s);
   }
   for (auto n = r.get<std::uint64_t>(); n > 0; --n) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/byte_codec.hpp"
 #include "h5dcp/metadata.hpp"
@@ -21,8 +22,7 @@ namespace h5dcp::detail {
 struct TorchStorageInfo {
   DType dtype = DType::UInt8;
   std::int64_t numel = 0;
-  std::uint64_t data_offset = 0;  ///< where its bytes start in the file
-  bool stored = true;             ///< uncompressed, as torch.save writes records: readable in place
+  std::uint64_t data_offset = 0;  ///< where its bytes start in the file (records are stored uncompressed)
 };
 
 /// A tensor: the view of storage `storage` with these offset, sizes and strides (in elements).
@@ -51,8 +51,16 @@ struct TorchSaveIndex {
 /// The index of an unpickled torch.save object, whose top level must be a
 /// dict. Keys must be str, int or bool (int and bool keys become their text,
 /// "3" / "True"); tuples become lists; bytes become ByteString values.
-/// Throws FormatError naming `what` and the fqn of anything else.
-TorchSaveIndex index_torch_save(const pickle::Object& root, const std::string& what);
+/// Throws FormatError naming `what` and the fqn of anything else, and of an
+/// index larger than `pickle_bytes` (the size of the pickle `root` was read
+/// from) justifies: containers shared along many paths (see the .cpp).
+TorchSaveIndex index_torch_save(const pickle::Object& root, const std::string& what, std::uint64_t pickle_bytes);
+
+/// Boxes (offsets relative to the block, sizes) that cover a block of
+/// `sizes` with elements of `element` bytes in pieces of at most `max_bytes`:
+/// whole when it fits, else runs of slices along the outermost dimension
+/// whose single slices fit. None for an empty block.
+std::vector<ChunkStorageMetadata> split_block(const Shape& sizes, std::int64_t element, std::int64_t max_bytes);
 
 /// Bytes of a tensor's elements (not of its storage).
 std::int64_t tensor_bytes(const TorchTensorInfo& tensor);

@@ -82,39 +82,6 @@ std::vector<Request> decode_requests(std::string_view bytes) {
   return requests;
 }
 
-// Boxes (relative offsets, sizes) that cover a block of `sizes` in pieces of
-// at most `max_bytes`: whole when it fits, else runs of slices along the
-// outermost dimension whose single slices fit.
-std::vector<ChunkStorageMetadata> split_block(const Shape& sizes, std::int64_t element, std::int64_t max_bytes) {
-  const auto n = sizes.size();
-  if (volume(sizes) == 0) return {};
-  if (n == 0 || volume(sizes) * element <= max_bytes) return {ChunkStorageMetadata{Shape(n, 0), sizes}};
-  std::vector<std::int64_t> inner(n, element);  // bytes of one index of dimension d
-  for (std::size_t d = n - 1; d > 0; --d) inner[d - 1] = inner[d] * sizes[d];
-  std::size_t d = 0;
-  while (inner[d] > max_bytes) ++d;  // inner[n - 1] is one element, which fits
-  const auto step = std::max<std::int64_t>(1, max_bytes / inner[d]);
-  std::vector<ChunkStorageMetadata> pieces;
-  Shape outer(d, 0);  // an index over dimensions [0, d), like an odometer
-  while (true) {
-    for (std::int64_t start = 0; start < sizes[d]; start += step) {
-      ChunkStorageMetadata box{Shape(n, 0), sizes};
-      for (std::size_t k = 0; k < d; ++k) {
-        box.offsets[k] = outer[k];
-        box.sizes[k] = 1;
-      }
-      box.offsets[d] = start;
-      box.sizes[d] = std::min(step, sizes[d] - start);
-      pieces.push_back(std::move(box));
-    }
-    std::size_t k = d;
-    while (k > 0 && ++outer[k - 1] == sizes[k - 1]) outer[--k] = 0;
-    if (k == 0) break;
-  }
-  return pieces;
-}
-
-
 // The coordinator's side: the file, the schedule, and the one storage it holds.
 class Sender {
  public:
