@@ -14,7 +14,7 @@ import os
 import re
 
 LIMIT_MARK = re.compile(r"^\s*//\s*hostile-input limit:\s*(.*)$")
-CONSTANT = re.compile(r"constexpr\s+[\w:<>, ]+?\s+(k\w+)\s*(?:=\s*|\{)\s*([^;}]+?)\s*}?\s*;")
+CONSTANT = re.compile(r"constexpr\s+[\w:<>, ]+?\s+(k\w+)\s*=\s*([^;]+?)\s*;")
 
 
 def limits_from_source(root):
@@ -38,12 +38,17 @@ def limits_from_source(root):
                 while j < len(lines) and lines[j].strip().startswith("//"):
                     why.append(lines[j].strip()[2:].strip())
                     j += 1
-                constant = CONSTANT.search(lines[j]) if j < len(lines) else None
-                if not constant:
+                # One comment may stand for several constants declared together.
+                constants = []
+                while j < len(lines) and CONSTANT.search(lines[j]):
+                    constants.append(CONSTANT.search(lines[j]))
+                    j += 1
+                if not constants:
                     raise SystemExit("hostile_report: %s:%d: a 'hostile-input limit' comment without a constant "
                                      "after it" % (path, i + 1))
-                found.append((constant.group(1), constant.group(2).strip(), os.path.relpath(path, root),
-                              " ".join(why)))
+                for constant in constants:
+                    found.append((constant.group(1), constant.group(2).strip(), os.path.relpath(path, root),
+                                  " ".join(why)))
     return sorted(found, key=lambda row: (row[2], row[0]))
 
 

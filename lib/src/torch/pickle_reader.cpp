@@ -87,25 +87,25 @@ std::string supported() {
 
 bool is_builtins(const std::string& module) { return module == "builtins" || module == "__builtin__"; }
 
-// Deeper nesting of lists, tuples and dicts is refused: state dicts nest a
+// hostile-input limit: Deeper nesting of lists, tuples and dicts is refused: state dicts nest a
 // few levels, and walks over the objects (and their destructors) recurse.
 constexpr std::size_t kMaxDepth = 1000;
-// MARKs open at once: each opens a container being built (a dict's items, a
+// hostile-input limit: MARKs open at once: each opens a container being built (a dict's items, a
 // tensor's arguments), so legitimate pickles nest them about as deep as
 // their containers.
 constexpr std::size_t kMaxOpenMarks = kMaxDepth;
-// Objects on the stack at once. Python's pickler batches APPENDS and
+// hostile-input limit: Objects on the stack at once. Python's pickler batches APPENDS and
 // SETITEMS by 1,000 items, so torch.save's pickles hold a few thousand; a
 // stream of pushes that are never consumed is refused here (and each push
 // takes at least one input byte, so the stack is also bounded by the input).
 constexpr std::size_t kMaxStackObjects = std::size_t{1} << 22;
-// Bytes of one tensor's elements: 1 TiB, above any single tensor a torch.save
+// hostile-input limit: Bytes of one tensor's elements: 1 TiB, above any single tensor a torch.save
 // file holds (it is saved from memory), and what a view that repeats its
 // storage (stride 0) may claim: converting it writes that many bytes.
 constexpr std::int64_t kMaxTensorBytes = std::int64_t{1} << 40;
-// Dimensions of a tensor: PyTorch's own kernels stop at 25 and HDF5 at 32.
+// hostile-input limit: Dimensions of a tensor: PyTorch's own kernels stop at 25 and HDF5 at 32.
 constexpr std::size_t kMaxTensorDims = 64;
-// The reader's memory budget: every object, string and tensor view it makes
+// hostile-input limit: The reader's memory budget: every object, string and tensor view it makes
 // is counted (cumulatively, so the work done is bounded too), and a pickle
 // that needs more than kMemoryFloorBytes + kMemoryPerInputByte per byte of
 // data.pkl is refused. h5dcp-written state-dict pickles need about 21 bytes per byte

@@ -51,7 +51,7 @@ std::string not_torch_save(const std::string& path, FileKind kind) {
   }
 }
 
-// The zip container's limits, far above what torch.save writes (one record
+// hostile-input limit: The zip container's limits, far above what torch.save writes (one record
 // per storage, plus data.pkl, version, byteorder and a few more; names of
 // the form "<archive>/data/<key>", where <archive> is the file's name
 // without its extension, at most NAME_MAX = 255 bytes).

@@ -12,7 +12,7 @@
 namespace h5dcp::detail {
 namespace {
 
-// What the index of a pickle may take: its keys (fqns), values and entries
+// hostile-input limit: What the index of a pickle may take: its keys (fqns), values and entries
 // together at most kIndexFloorBytes + kIndexBytesPerPickleByte per byte of
 // data.pkl. A pickle's memo lets one container be referred to from many
 // places, and the index holds it once per path: a container shared along
