@@ -243,7 +243,7 @@ def kill_attempt(lab, n, mib, victim, delay):
     happened; "delivered" is False unless the victim died by that SIGKILL
     while a save was in progress (then "saving" is that save's generation)."""
     d = lab.fresh_dir()
-    log = os.path.join(d, "loop.log")
+    log = d + ".loop.log"  # beside DIR: DIR must hold only what the saves left
     with open(log, "w") as out:
         p = subprocess.Popen(lab.mpi(n, "loop", d, str(mib)), stdout=out, stderr=subprocess.STDOUT, env=lab.env,
                              start_new_session=True)
