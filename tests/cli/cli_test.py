@@ -31,6 +31,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from child_output import hdf5_diag  # noqa: E402
+
 FAILURES = []
 
 
@@ -45,8 +48,17 @@ def fresh(workdir):
     os.makedirs(workdir)
 
 
+def no_hdf5_diag(command, *outputs):
+    """h5dcp must never let HDF5 print its error stack, even when it fails:
+    CTest's log (scripts/test.sh's check) does not see what is captured here."""
+    for output in outputs:
+        found = hdf5_diag(output, " ".join(str(c) for c in command))
+        check(found is None, found)
+
+
 def run(h5dcp, *args):
     p = subprocess.run([h5dcp, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    no_hdf5_diag([h5dcp, *args], p.stdout, p.stderr)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -251,12 +263,14 @@ def case_progress(h5dcp, fixtures, workdir):
     command = " ".join("'%s'" % a for a in [h5dcp, "convert", "--force", src, dst])
     tty = subprocess.run(["script", "-qec", command, "/dev/null"], stdout=subprocess.PIPE)
     shown = tty.stdout.decode(errors="replace")
+    no_hdf5_diag(["script", "-qec", command], shown)
     check(tty.returncode == 0, "convert on a terminal: exit %d" % tty.returncode)
     # The last update of the line: every (non-empty) tensor, all bytes.
     check(re.search(r"\r\x1b\[Kconvert: (\d+)/\1 tensors, ([\d.]+ KiB) of \2 \(100%\)\r\x1b\[K", shown),
           "no progress line on a terminal: %r" % shown)
     quiet = subprocess.run(["script", "-qec", command.replace("convert", "-q convert", 1), "/dev/null"],
                            stdout=subprocess.PIPE)
+    no_hdf5_diag(["script", "-qec", command], quiet.stdout)
     check(b"tensors," not in quiet.stdout, "-q still shows progress: %r" % quiet.stdout)
 
 

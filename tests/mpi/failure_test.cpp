@@ -221,9 +221,19 @@ TEST(Deadline, AStalledRankIsNamedAndNobodyWaitsForever) {
   StateDict sd{{"w", test::grid_shards(reference_tensor({8, 4}, at::kFloat), 2, 1, rank, test::world_size())}};
   save(sd, dir.file("ok.h5"));
 
-  ::setenv("H5DCP_INJECT_FAULT", ("save:plan@" + std::to_string(stalled) + "~4").c_str(), 1);
+  // Bounds derived from the configured deadline, not from how fast a loaded
+  // machine is: a waiting rank gives up within 2 * timeout + 1 s of reaching
+  // the step (the coordinator may wait a full timeout first); the stall
+  // lasts that plus kSlack, so "gave up before the stalled rank arrived"
+  // tells a deadline from a wait for the stalled rank, with kSlack seconds
+  // of room for a slow start of the save (4 ranks on 2 cores under ASan).
+  constexpr double kTimeout = 1;
+  constexpr double kSlack = 6;
+  constexpr double kGiveUp = 2 * kTimeout + 1;
+  constexpr double kStall = kGiveUp + kSlack;
+  ::setenv("H5DCP_INJECT_FAULT", ("save:plan@" + std::to_string(stalled) + "~" + std::to_string(kStall)).c_str(), 1);
   SaveOptions options;
-  options.timeout_seconds = 1;
+  options.timeout_seconds = kTimeout;
   const auto started = std::chrono::steady_clock::now();
   try {
     save(sd, dir.file("ok.h5"), options);
@@ -241,7 +251,14 @@ TEST(Deadline, AStalledRankIsNamedAndNobodyWaitsForever) {
     }
   }
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  EXPECT_LT(waited, rank == stalled ? 12.0 : 4.0) << "rank " << rank;
+  if (rank == stalled) {
+    // It slept kStall s, then gave up within kGiveUp s of arriving.
+    EXPECT_GE(waited, kStall) << "rank " << rank;
+    EXPECT_LT(waited, kStall + kGiveUp + kSlack) << "rank " << rank;
+  } else {
+    // The deadline ended the wait, not the stalled rank's arrival.
+    EXPECT_LT(waited, kStall) << "rank " << rank;
+  }
   ::unsetenv("H5DCP_INJECT_FAULT");
   MPI_Barrier(MPI_COMM_WORLD);
 

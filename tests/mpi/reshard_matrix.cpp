@@ -126,11 +126,12 @@ int main(int argc, char** argv) {
         if (e.path().extension() == ".h5") files.push_back(e.path().string());
       std::sort(files.begin(), files.end());
       report(files.size() >= kLayouts.size(), "checkpoints found in " + dir);
+      const int expected_pairs = static_cast<int>(files.size() * kLayouts.size());
       const auto ref = reference();
       for (const auto& file : files) {
-        const auto saved_as = file.substr(file.rfind('-') + 1, file.size() - file.rfind('-') - 4);
+        // Every layout, the one it was saved in included: rows@N -> rows@M
+        // reshards whenever N != M (and is a plain round trip when N == M).
         for (const auto& name : kLayouts) {
-          if (name == saved_as) continue;
           auto like = state_in(name, rank, size);
           StateDict target{{"w", zeros_in(like.at("w"))},
                            {"f8", zeros_in(like.at("f8"))},
@@ -142,6 +143,9 @@ int main(int argc, char** argv) {
           report(all, file + " -> " + name + " on " + std::to_string(size) + " ranks");
         }
       }
+      // Every file was loaded into every layout.
+      report(passed + failed == 1 + expected_pairs, "loads made: " + std::to_string(passed + failed - 1) + " of " +
+                                                         std::to_string(expected_pairs));
     } else {
       if (rank == 0) std::fprintf(stderr, "usage: reshard_matrix save|load DIR\n");
       MPI_Finalize();

@@ -1,13 +1,18 @@
 // One reliability trial, driven by tests/reliability/reliability.py:
 //
-//   fault_trial save  DIR MIB SPEC TIMEOUT  (mpiexec) save generation 1 to DIR/ckpt.h5,
+//   fault_trial save  DIR MIB SPEC TIMEOUT [LAYOUT]  (mpiexec) save generation 1 to DIR/ckpt.h5,
 //                                           then generation 2 with H5DCP_INJECT_FAULT=SPEC
-//   fault_trial load  DIR MIB SPEC TIMEOUT  (mpiexec) save generation 1, then load it with SPEC
-//   fault_trial loop  DIR MIB               (mpiexec) save generations 1, 2, 3, ... until killed
+//   fault_trial load  DIR MIB SPEC TIMEOUT [LAYOUT]  (mpiexec) save generation 1, then load it with SPEC
+//   fault_trial loop  DIR MIB               (mpiexec) save generations 1, 2, 3, ... until killed;
+//                                           each rank prints {"rank": r, "saving": g} as it starts save g
 //   fault_trial check DIR MIB               (1 process) what DIR/ckpt.h5 holds now, then
 //                                           whether the next save cleans up what is left
 //   fault_trial flips FILE MIB SEED FIRST COUNT  (1 process) byte flips of a saved file
 //
+// LAYOUT is how the weights are sharded: "rows" (default: every block is one
+// contiguous range of the file, so h5dcp writes it independently) or
+// "columns" (blocks scattered through the file: written collectively, inside
+// HDF5's collective write where no deadline reaches).
 // Every line printed is one JSON object for the driver. Generation g's data
 // is a pure function of g, so a check tells exactly which save it holds.
 
@@ -18,6 +23,7 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,15 +64,29 @@ at::Tensor weights(std::int64_t rows, int gen) {
   return at::arange(rows * kCols, at::kFloat).reshape({rows, kCols}).mul_(0.5).add_(gen);
 }
 
-// Generation `gen` as this rank holds it: the weights row-sharded, the rest replicated.
-h5dcp::StateDict state(int mib, int gen) {
-  const auto rows = rows_for(mib);
-  const auto layout = h5dcp::chunk_dim0({rows, kCols}, rank_of(), size_of());
-  const auto local = h5dcp::chunk_dim0_sizes({rows, kCols}, rank_of(), size_of());
+// This rank's shards of generation `gen`'s weights, sharded by rows or by columns.
+std::vector<h5dcp::Shard> weight_shards(std::int64_t rows, int gen, const std::string& layout) {
+  if (layout != "rows" && layout != "columns") throw std::invalid_argument("unknown layout '" + layout + "'");
+  const bool by_rows = layout == "rows";
+  const auto dim = by_rows ? 0 : 1;
+  const auto length = by_rows ? rows : kCols;
+  // Even cuts along `dim`, like torch.chunk: the last ranks may get fewer.
+  const auto per_rank = (length + size_of() - 1) / size_of();
+  const auto begin = std::min(length, per_rank * rank_of());
+  const auto count = std::min(length, begin + per_rank) - begin;
   std::vector<h5dcp::Shard> shards;
-  if (local[0] > 0) shards.push_back({weights(rows, gen).narrow(0, layout.offsets[0], local[0]).clone(), layout.offsets});
+  if (count <= 0) return shards;
+  std::vector<std::int64_t> offsets{0, 0};
+  offsets[static_cast<std::size_t>(dim)] = begin;
+  shards.push_back({weights(rows, gen).narrow(dim, begin, count).clone(), offsets});
+  return shards;
+}
+
+// Generation `gen` as this rank holds it: the weights sharded, the rest replicated.
+h5dcp::StateDict state(int mib, int gen, const std::string& layout = "rows") {
+  const auto rows = rows_for(mib);
   return h5dcp::StateDict{
-      {"model", h5dcp::StateDict{{"w", h5dcp::ShardedTensor({rows, kCols}, std::move(shards))},
+      {"model", h5dcp::StateDict{{"w", h5dcp::ShardedTensor({rows, kCols}, weight_shards(rows, gen, layout))},
                                  {"b", at::full({kCols}, static_cast<float>(gen))}}},
       {"step", std::int64_t{gen}},
       {"note", "generation " + std::to_string(gen)}};
@@ -141,9 +161,10 @@ void attempt(const char* what, Fn&& fn) {
   }
 }
 
-int run_save_or_load(bool load, const std::string& dir, int mib, const std::string& spec, double timeout) {
+int run_save_or_load(bool load, const std::string& dir, int mib, const std::string& spec, double timeout,
+                     const std::string& layout) {
   const auto path = dir + "/ckpt.h5";
-  h5dcp::save(state(mib, 1), path);
+  h5dcp::save(state(mib, 1, layout), path);
   MPI_Barrier(MPI_COMM_WORLD);
   ::setenv("H5DCP_INJECT_FAULT", spec.c_str(), 1);
   if (load) {
@@ -154,7 +175,7 @@ int run_save_or_load(bool load, const std::string& dir, int mib, const std::stri
   } else {
     h5dcp::SaveOptions options;
     options.timeout_seconds = timeout;
-    attempt("save", [&] { h5dcp::save(state(mib, 2), path, options); });
+    attempt("save", [&] { h5dcp::save(state(mib, 2, layout), path, options); });
   }
   ::unsetenv("H5DCP_INJECT_FAULT");
   return 0;
@@ -165,7 +186,13 @@ int run_loop(const std::string& dir, int mib) {
   h5dcp::save(state(mib, 1), path);
   { std::ofstream(dir + "/pid." + std::to_string(rank_of())) << ::getpid() << "\n"; }
   MPI_Barrier(MPI_COMM_WORLD);
-  for (int gen = 2; gen < 1000; ++gen) h5dcp::save(state(mib, gen), path);
+  for (int gen = 2; gen < 1000; ++gen) {
+    // The driver checks that a kill landed inside a save, and that the path
+    // then holds the save in progress or the one before it.
+    std::printf("{\"rank\": %d, \"saving\": %d}\n", rank_of(), gen);
+    std::fflush(stdout);
+    h5dcp::save(state(mib, gen), path);
+  }
   return 0;
 }
 
@@ -290,8 +317,8 @@ int main(int argc, char** argv) {
   int rc = 2;
   const std::vector<std::string> a(argv + 1, argv + argc);
   try {
-    if (a.size() == 5 && (a[0] == "save" || a[0] == "load"))
-      rc = run_save_or_load(a[0] == "load", a[1], std::stoi(a[2]), a[3], std::stod(a[4]));
+    if ((a.size() == 5 || a.size() == 6) && (a[0] == "save" || a[0] == "load"))
+      rc = run_save_or_load(a[0] == "load", a[1], std::stoi(a[2]), a[3], std::stod(a[4]), a.size() == 6 ? a[5] : "rows");
     else if (a.size() == 3 && a[0] == "loop")
       rc = run_loop(a[1], std::stoi(a[2]));
     else if (a.size() == 3 && a[0] == "check")

@@ -20,19 +20,27 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from child_output import hdf5_diag  # noqa: E402
+
 SAVE_PHASES = ["save:plan", "save:create", "save:reserve", "save:block", "save:write", "save:checksums",
                "save:sync", "save:commit"]
 LOAD_PHASES = ["load:metadata", "load:plan", "load:open", "load:read", "load:close"]
 # A stall while resolving a block of a collectively written tensor happens
-# inside HDF5's collective write (this trial's tensors are written
-# independently: there the deadline catches it, and either outcome passes).
+# inside HDF5's collective write, where no deadline reaches: the save may
+# complete late. Only tensors whose blocks are scattered through the file
+# ("columns" layout) are written collectively (README, IoMode::Collective);
+# in the "rows" layout every block is written independently and the deadline
+# must catch the stall like any other.
 STALL_INSIDE_HDF5 = {"save:block"}
+COLLECTIVE_LAYOUTS = {"columns"}
 # A stall around the rename: the coordinator may publish after others gave up.
 STALL_AT_COMMIT = {"save:commit"}
 # Broadcast steps: only the coordinator (rank 0) works in them.
@@ -41,6 +49,22 @@ MIB = 8          # data per trial (the kill trials use more)
 TIMEOUT = 30.0   # the deadline of throw and kill trials: never reached by a slow (shared) machine
 STALL_TIMEOUT = 1.0  # the deadline of stall trials
 STALL = 4.0      # > 2 * STALL_TIMEOUT + 1: past every deadline
+KILL_ATTEMPTS = 4  # tries of one random kill trial before it counts as "no kill delivered"
+# mpiexec's (OpenMPI's) line for a rank that died by a signal.
+KILLED_BY = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+
+
+# What children printed of HDF5's own error stack (h5dcp must turn every
+# HDF5 error into an exception): scripts/test.sh greps CTest's log, which
+# never sees the output captured here, so the driver counts it itself.
+DIAG = []
+
+
+def note_diag(out, cmd):
+    found = hdf5_diag(out, " ".join(str(c) for c in cmd))
+    if found:
+        DIAG.append(found)
+        print("FAIL " + found, flush=True)
 
 
 def run(cmd, limit, env=None):
@@ -49,11 +73,18 @@ def run(cmd, limit, env=None):
                          start_new_session=True)
     try:
         out, _ = p.communicate(timeout=limit)
-        return p.returncode, out
+        rc = p.returncode
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
-        return None, out
+        rc = None
+    note_diag(out, cmd)
+    return rc, out
+
+
+def killed_ranks(out):
+    """{rank: signal} of the ranks mpiexec saw die by a signal."""
+    return {int(m.group(1)): int(m.group(2)) for m in KILLED_BY.finditer(out)}
 
 
 def json_lines(text):
@@ -96,7 +127,7 @@ class Lab:
         return rows[-1]
 
 
-def matrix_cell(lab, op, phase, action, rank, n):
+def matrix_cell(lab, op, phase, action, rank, n, layout="rows"):
     """One trial; returns a dict of what happened and which rules it broke."""
     d = lab.fresh_dir()
     suffix = {"throw": "", "kill": "!kill", "stall": "~%g" % STALL}[action]
@@ -104,10 +135,10 @@ def matrix_cell(lab, op, phase, action, rank, n):
     limit = 120 + (STALL if action == "stall" else 0)
     started = time.time()
     timeout = STALL_TIMEOUT if action == "stall" else TIMEOUT
-    rc, out = run(lab.mpi(n, op, d, str(MIB), spec, str(timeout)), limit, lab.env)
+    rc, out = run(lab.mpi(n, op, d, str(MIB), spec, str(timeout), layout), limit, lab.env)
     seconds = time.time() - started
     rows = [r for r in json_lines(out) if "attempt" in r]
-    cell = {"op": op, "phase": phase, "action": action, "rank": rank, "ranks": n, "spec": spec,
+    cell = {"op": op, "phase": phase, "action": action, "rank": rank, "ranks": n, "spec": spec, "layout": layout,
             "seconds": round(seconds, 1), "problems": [], "reports": rows}
     if rc is None:
         cell["problems"].append("hang")
@@ -122,9 +153,16 @@ def matrix_cell(lab, op, phase, action, rank, n):
     ignored = action == "throw" and phase in COORDINATOR_ONLY and rank != 0
     step = "save:write" if phase == "save:block" else phase
     if action == "kill":
-        cell["outcome"] = "job killed" if rc not in (None, 0) else "job survived?"
-        if rc == 0:
-            cell["problems"].append("a rank was to be killed but the job exited 0")
+        # The trial counts only if the kill happened: the failing rank died
+        # by SIGKILL (only its fault point at `phase` sends one) before it
+        # could report the attempt's outcome.
+        killed = killed_ranks(out)
+        if rc not in (None, 0) and killed.get(rank) == signal.SIGKILL and all(r["rank"] != rank for r in rows):
+            cell["outcome"] = "rank %d killed at %s" % (rank, phase)
+        else:
+            cell["outcome"] = "no kill"
+            cell["problems"].append("rank %d was to die by SIGKILL at %s, but: exit %s, killed %s, it reported %s" % (
+                rank, phase, rc, killed or "none", [r for r in rows if r["rank"] == rank][:1] or "nothing"))
     elif rc is not None:
         errors = [r for r in rows if r["error"]]
         if ignored:
@@ -133,7 +171,7 @@ def matrix_cell(lab, op, phase, action, rank, n):
                 cell["problems"].append("errors where the fault is ignored: %s" % errors[0]["error"][:200])
         elif len(rows) != n:
             cell["problems"].append("%d of %d ranks reported" % (len(rows), n))
-        elif action == "stall" and not errors and phase in STALL_INSIDE_HDF5:
+        elif action == "stall" and not errors and phase in STALL_INSIDE_HDF5 and layout in COLLECTIVE_LAYOUTS:
             # The stall was inside HDF5's collective write, which has no
             # deadline: everyone waited, and the save went through, late.
             cell["outcome"] = "completed late (no deadline inside HDF5's collective write)"
@@ -173,60 +211,107 @@ def run_matrix(lab, quick):
         for op, phases in (("save", SAVE_PHASES), ("load", LOAD_PHASES)):
             for phase in phases:
                 actions = ["throw", "kill"]
-                if not quick or phase in ("save:write", "load:read"):
+                if not quick or phase in ("save:write", "save:block", "load:read"):
                     actions.append("stall")
                 for action in actions:
-                    for rank in range(n):
-                        cell = matrix_cell(lab, op, phase, action, rank, n)
-                        cells.append(cell)
-                        mark = "FAIL " + "; ".join(cell["problems"]) if cell["problems"] else "ok"
-                        print("%s %-15s %-5s rank %d/%d  %5.1fs  %s" % (op, phase, action, rank, n, cell["seconds"],
-                                                                      mark), flush=True)
+                    # A save:block stall in both write modes: rows (written
+                    # independently: the deadline must catch it) and columns
+                    # (collectively: it may complete late).
+                    layouts = ["rows", "columns"] if (action, phase) == ("stall", "save:block") else ["rows"]
+                    for layout in layouts:
+                        for rank in range(n):
+                            cell = matrix_cell(lab, op, phase, action, rank, n, layout)
+                            cells.append(cell)
+                            mark = "FAIL " + "; ".join(cell["problems"]) if cell["problems"] else "ok"
+                            print("%s %-15s %-5s %-7s rank %d/%d  %5.1fs  %s" % (
+                                op, phase, action, layout, rank, n, cell["seconds"], mark), flush=True)
     return cells
+
+
+def last_save_started(log, rank):
+    """The generation `rank` was saving when its output ends (0: none began)."""
+    try:
+        with open(log) as f:
+            rows = json_lines(f.read())
+    except OSError:
+        return 0
+    return max([r["saving"] for r in rows if r.get("rank") == rank and "saving" in r] or [0])
+
+
+def kill_attempt(lab, n, mib, victim, delay):
+    """One kill -9 of `victim` `delay` s into a loop of saves. Returns what
+    happened; "delivered" is False unless the victim died by that SIGKILL
+    while a save was in progress (then "saving" is that save's generation)."""
+    d = lab.fresh_dir()
+    log = d + ".loop.log"  # beside DIR: DIR must hold only what the saves left
+    with open(log, "w") as out:
+        p = subprocess.Popen(lab.mpi(n, "loop", d, str(mib)), stdout=out, stderr=subprocess.STDOUT, env=lab.env,
+                             start_new_session=True)
+    pids = {}
+    deadline = time.time() + 120
+    while len(pids) < n and time.time() < deadline and p.poll() is None:
+        for r in range(n):
+            try:
+                with open(os.path.join(d, "pid.%d" % r)) as f:
+                    pids[r] = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        time.sleep(0.02)
+    time.sleep(delay)
+    sent = False
+    if victim in pids and p.poll() is None:
+        try:
+            os.kill(pids[victim], signal.SIGKILL)
+            sent = True
+        except ProcessLookupError:
+            pass
+    hang = False
+    try:
+        p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        hang = True
+    with open(log) as f:
+        out = f.read()
+    note_diag(out, lab.mpi(n, "loop", d, str(mib)))
+    saving = last_save_started(log, victim)
+    # The kill counts only if mpiexec saw this very rank die by SIGKILL, and
+    # the rank had begun a save of the loop (generation 2 or later).
+    delivered = sent and killed_ranks(out).get(victim) == signal.SIGKILL and saving >= 2
+    why = "" if delivered else "sent %s, pids %s, exit %s, killed %s, saving %s" % (
+        sent, sorted(pids), p.returncode, killed_ranks(out) or "none", saving)
+    return {"dir": d, "sent": sent, "delivered": delivered, "saving": saving, "hang": hang, "why": why}
 
 
 def run_kills(lab, trials, n, mib):
     results = []
     rng = random.Random(20261122)
     for t in range(trials):
-        d = lab.fresh_dir()
-        p = subprocess.Popen(lab.mpi(n, "loop", d, str(mib)), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                             env=lab.env, start_new_session=True)
-        pids = {}
-        deadline = time.time() + 120
-        while len(pids) < n and time.time() < deadline and p.poll() is None:
-            for r in range(n):
-                try:
-                    with open(os.path.join(d, "pid.%d" % r)) as f:
-                        pids[r] = int(f.read().split()[0])
-                except (OSError, ValueError, IndexError):
-                    pass
-            time.sleep(0.02)
-        victim = rng.randrange(n)
-        delay = rng.uniform(0.0, 3.0)
-        time.sleep(delay)
-        killed = False
-        if victim in pids and p.poll() is None:
-            try:
-                os.kill(pids[victim], signal.SIGKILL)
-                killed = True
-            except ProcessLookupError:
-                pass
-        hang = False
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-            hang = True
-        after = lab.check(d, mib)
+        # A kill that was not delivered (the loop ended or had not begun its
+        # saves, the rank was gone) says nothing: try again, a few times.
+        attempts = []
+        while True:
+            victim = rng.randrange(n)
+            delay = rng.uniform(0.0, 3.0)
+            a = kill_attempt(lab, n, mib, victim, delay)
+            attempts.append(a)
+            if a["delivered"] or a["hang"] or len(attempts) == KILL_ATTEMPTS:
+                break
+            print("kill %2d: rank %d after %.2fs not delivered (%s): trying again" % (t, victim, delay, a["why"]),
+                  flush=True)
+        after = lab.check(a["dir"], mib)
         lost = after["generation"] < 1
-        results.append({"trial": t, "victim": victim, "delay": round(delay, 3), "killed": killed,
-                        "generation": after["generation"], "lost": lost, "hang": hang,
+        # Killed during save g, the path holds g (renamed before the kill) or g - 1.
+        wrong = a["delivered"] and not lost and after["generation"] not in (a["saving"] - 1, a["saving"])
+        results.append({"trial": t, "victim": victim, "delay": round(delay, 3), "killed": a["delivered"],
+                        "attempts": len(attempts), "saving": a["saving"], "why_not_killed": a["why"],
+                        "generation": after["generation"], "lost": lost, "wrong_generation": wrong, "hang": a["hang"],
                         "leftovers": after["leftovers"], "after_next_save": after["after_next_save"]})
-        print("kill %2d: rank %d after %.2fs -> holds generation %s, %d leftover(s)%s%s" % (
-            t, victim, delay, after["generation"], len(after["leftovers"]), " LOST" if lost else "",
-            " HANG" if hang else ""), flush=True)
+        print("kill %2d: rank %d after %.2fs, %s -> holds generation %s, %d leftover(s)%s%s%s" % (
+            t, victim, delay, "during save %d" % a["saving"] if a["delivered"] else "NOT KILLED (%s)" % a["why"],
+            after["generation"], len(after["leftovers"]), " LOST" if lost else "", " HANG" if a["hang"] else "",
+            " WRONG GENERATION" if wrong else ""), flush=True)
     return results
 
 
@@ -249,7 +334,7 @@ def run_flips(lab, count):
     return results
 
 
-def summarize(cells, kills, flips, fuzz):
+def summarize(cells, kills, flips, fuzz, diag=None):
     s = {"matrix_trials": len(cells),
          "hangs": sum("hang" in c["problems"] for c in cells),
          "partial": sum(any(p.startswith("published partial") for p in c["problems"]) for c in cells),
@@ -257,6 +342,9 @@ def summarize(cells, kills, flips, fuzz):
          "matrix_problems": sum(bool(c["problems"]) for c in cells),
          "kills": len(kills), "kills_lost": sum(k["lost"] for k in kills), "kills_hang": sum(k["hang"] for k in kills),
          "kills_left_behind": sum(bool(k["after_next_save"]) for k in kills),
+         "kills_not_delivered": sum(not k.get("killed") for k in kills),
+         "kills_wrong_generation": sum(bool(k.get("wrong_generation")) for k in kills),
+         "hdf5_diag": len(DIAG) if diag is None else diag,
          "flips": len(flips)}
     for region in ("data", "metadata"):
         rows = [f for f in flips if f.get("region") == region]
@@ -267,7 +355,8 @@ def summarize(cells, kills, flips, fuzz):
     s["silent_wrong"] = sum(f["outcome"] == "WRONG" for f in flips)
     s["fuzz"] = fuzz
     s["ok"] = (s["matrix_problems"] == 0 and s["kills_lost"] == 0 and s["kills_hang"] == 0 and
-               s["kills_left_behind"] == 0 and s["silent_wrong"] == 0 and s["flips_crash_or_hang"] == 0)
+               s["kills_left_behind"] == 0 and s["kills_not_delivered"] == 0 and s["kills_wrong_generation"] == 0 and
+               s["hdf5_diag"] == 0 and s["silent_wrong"] == 0 and s["flips_crash_or_hang"] == 0)
     return s
 
 
@@ -295,6 +384,11 @@ def write_report(path, s, cells, kills, flips, args):
              "| ... lost checkpoints | %s | 0 |" % yes(s["kills_lost"]),
              "| ... hangs | %s | 0 |" % yes(s["kills_hang"]),
              "| ... files left after the next save | %s | 0 |" % yes(s["kills_left_behind"]),
+             "| ... no kill delivered during a save (after %d tries) | %s | 0 |" % (KILL_ATTEMPTS,
+                                                                              yes(s["kills_not_delivered"])),
+             "| ... path holding neither the save killed nor the one before | %s | 0 |" % yes(
+                 s["kills_wrong_generation"]),
+             "| HDF5 error stacks (HDF5-DIAG) printed by any process | %s | 0 |" % yes(s["hdf5_diag"]),
              "| random byte flips | %d | |" % s["flips"],
              "| ... silent wrong loads | %s | 0 |" % yes(s["silent_wrong"]),
              "| ... crashes or hangs of the reader | %s | 0 |" % yes(s["flips_crash_or_hang"]), ""]
@@ -303,7 +397,8 @@ def write_report(path, s, cells, kills, flips, args):
               "resolves one of its blocks, inside the write). Actions: **throw** (the rank",
               "raises an error; every rank must get the same `CheckpointError` naming the",
               "rank and the phase, and the old checkpoint must stay), **kill** (the rank",
-              "dies by SIGKILL; mpiexec ends the job; the path must hold the old or the",
+              "dies by SIGKILL; mpiexec ends the job and must report that very rank",
+              "killed, before it reported an outcome; the path must hold the old or the",
               "new checkpoint, complete), **stall** (the rank sleeps %g s, past the %g s" % (STALL, STALL_TIMEOUT),
               "deadline: the others must fail naming it, nobody may wait forever). A",
               "throw on a non-coordinator rank in a broadcast phase (only rank 0 works",
@@ -315,16 +410,19 @@ def write_report(path, s, cells, kills, flips, args):
              "cancelled). Since h5dcp writes collectively only tensors whose blocks are",
              "scattered through the file (column or grid shards), this trial's",
              "row-sharded and single-writer tensors are written independently and a",
-             "`save:block` stall is caught by the deadline like any other; and ranks",
+             "`save:block` stall is caught by the deadline like any other (a",
+             "`save:block` stall completing late counts as a failure there; the",
+             "matrix runs it in both layouts, rows and columns); and ranks",
              "that give up at",
              "`save:commit` cannot know whether the coordinator renamed the file: they",
              "report the timeout, and the path holds the old or the new checkpoint,",
              "whole, either way.", "",
-              "| ranks | op | phase | action | failing rank | outcome | path holds | seconds | problems |",
-              "|---:|---|---|---|---:|---|---:|---:|---|"]
+              "| ranks | op | phase | action | layout | failing rank | outcome | path holds | seconds | problems |",
+              "|---:|---|---|---|---|---:|---|---:|---:|---|"]
     for c in cells:
-        lines.append("| %d | %s | %s | %s | %d | %s | gen %s | %.1f | %s |" % (
-            c["ranks"], c["op"], c["phase"], c["action"], c["rank"], c.get("outcome", "?"), c["generation"],
+        lines.append("| %d | %s | %s | %s | %s | %d | %s | gen %s | %.1f | %s |" % (
+            c["ranks"], c["op"], c["phase"], c["action"], c.get("layout", "rows"), c["rank"], c.get("outcome", "?"),
+            c["generation"],
             c["seconds"], "; ".join(c["problems"]) or "none"))
     gens = {}
     for k in kills:
@@ -332,7 +430,10 @@ def write_report(path, s, cells, kills, flips, args):
     lines += ["", "## kill -9 at random moments", "",
               "`fault_trial loop` saves generations 1, 2, 3, ... of a %d MiB state dict" % args.kill_mib,
               "over one path at %d ranks; after a random delay (0-3 s) one random rank" % args.kill_ranks,
-              "gets SIGKILL. Then the path must load, bit for bit, as some generation.", "",
+              "gets SIGKILL. A trial counts only when mpiexec reports that rank killed by",
+              "SIGKILL while it was saving generation g >= 2 (otherwise it is tried again,",
+              "up to %d times, then counted as a failure). Then the path must load, bit" % KILL_ATTEMPTS,
+              "for bit, as generation g or g - 1.", "",
               "| trials | lost | hangs | left behind after the next save | generations found |",
               "|---:|---:|---:|---:|---|",
               "| %d | %s | %s | %s | %s |" % (s["kills"], yes(s["kills_lost"]), yes(s["kills_hang"]),
@@ -383,7 +484,7 @@ def main():
         if args.fuzz_stats and os.path.exists(args.fuzz_stats):
             with open(args.fuzz_stats) as f:
                 fuzz = json.load(f)
-        s = summarize(saved["matrix"], saved["kills"], saved["flips"], fuzz)
+        s = summarize(saved["matrix"], saved["kills"], saved["flips"], fuzz, saved["summary"].get("hdf5_diag", 0))
         write_report(args.report, s, saved["matrix"], saved["kills"], saved["flips"], args)
         return 0 if s["ok"] else 1
     shutil.rmtree(args.workdir, ignore_errors=True)

@@ -25,6 +25,19 @@ fail() {
 }
 elapsed() { echo "$(($(date +%s) - start))s"; }
 start=$(date +%s)
+# One deadline for every wait below (H5DCP_SLURM_BUDGET seconds, set by CTest
+# below its TIMEOUT): the test fails with its own message and the job's
+# output, and stops its daemons, before CTest would kill it.
+budget=${H5DCP_SLURM_BUDGET:-165}
+deadline=$((start + budget))
+# wait_for CMD...: polls CMD every 0.2 s until it succeeds (0) or the deadline passes (1).
+wait_for() {
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    "$@" && return 0
+    sleep 0.2
+  done
+  "$@"
+}
 
 [ "$(id -u)" -eq 0 ] || fail "this test starts munged, slurmctld and slurmd: it needs root"
 [ -s "$reference" ] || fail "$reference is missing (the train.reference test writes it)"
@@ -81,13 +94,10 @@ slurmctld -D -f "$SLURM_CONF" >"$tmp/log/slurmctld.out" 2>&1 &
 ctld=$!
 slurmd -D -f "$SLURM_CONF" >"$tmp/log/slurmd.out" 2>&1 &
 slurmd=$!
-for _ in $(seq 60); do
-  sinfo -h -o %t 2>/dev/null | grep -q idle && break
-  sleep 0.5
-done
-if ! sinfo -h -o %t 2>/dev/null | grep -q idle; then
+node_idle() { sinfo -h -o %t 2>/dev/null | grep -q idle; }
+if ! wait_for node_idle; then
   tail -n 20 "$tmp"/log/*
-  fail "Slurm did not come up (no idle node after 30 s)"
+  fail "Slurm did not come up (no idle node after $(elapsed), budget ${budget}s)"
 fi
 echo "slurm: slurmctld $ctld (port $ctld_port) and slurmd $slurmd up after $(elapsed)"
 
@@ -99,29 +109,22 @@ job=$(sbatch --parsable --chdir="$tmp" --output="$out" --ntasks=2 \
 echo "sbatch: job $job (ranks started by $H5DCP_LAUNCHER)"
 
 # 2. Preempt it mid-training.
-for _ in $(seq 300); do
-  grep -q '^step 4 ' "$out" 2>/dev/null && break
-  sleep 0.2
-done
-grep -q '^step 4 ' "$out" 2>/dev/null || { cat "$out" 2>/dev/null; fail "the job did not reach step 4 in 60 s"; }
+reached_step_4() { grep -q '^step 4 ' "$out" 2>/dev/null; }
+wait_for reached_step_4 || { cat "$out" 2>/dev/null; fail "the job did not reach step 4 (at $(elapsed), budget ${budget}s)"; }
 echo "scancel --batch --signal=USR1 $job (at $(elapsed))"
 scancel --batch --signal=USR1 "$job"
 
 # 3. Requeued, then finished.
-for _ in $(seq 300); do
-  scontrol show job "$job" | grep -q 'Restarts=1' && break
-  sleep 0.2
-done
-scontrol show job "$job" | grep -q 'Restarts=1' || { cat "$out"; fail "the job was not requeued"; }
+requeued() { scontrol show job "$job" | grep -q 'Restarts=1'; }
+wait_for requeued || { cat "$out"; fail "the job was not requeued (at $(elapsed), budget ${budget}s)"; }
 echo "requeued at $(elapsed)"
-for _ in $(seq 600); do
-  squeue -h -j "$job" 2>/dev/null | grep -q . || break
-  sleep 0.2
-done
+job_gone() { ! squeue -h -j "$job" 2>/dev/null | grep -q .; }
+wait_for job_gone || { cat "$out"; scancel "$job"; fail "the job did not finish (at $(elapsed), budget ${budget}s)"; }
 info=$(scontrol show job "$job")
 echo "--- job output"
 cat "$out"
 echo "---"
+if grep -q "HDF5-DIAG" "$out"; then fail "the job printed HDF5's own error stack (HDF5-DIAG)"; fi
 echo "$info" | grep -E 'JobState|Restarts|ExitCode' | sed 's/^ */scontrol: /'
 echo "$info" | grep -q 'JobState=COMPLETED' || fail "the job did not complete"
 echo "$info" | grep -q 'ExitCode=0:0' || fail "the job's exit code is not 0"

@@ -24,6 +24,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from child_output import hdf5_diag  # noqa: E402
+
 STEPS = 12
 # The training everyone runs; checkpoint frequency and throttling do not
 # change the losses, so runs add their own --checkpoint-every / --throttle-ms.
@@ -36,6 +39,14 @@ CHECKPOINT = re.compile(r"^step-(\d+)\.h5$")
 def fail(message):
     print("FAIL: " + message, flush=True)
     sys.exit(1)
+
+
+def refuse_hdf5_diag(text, what):
+    """h5dcp must never let HDF5 print its error stack, even in a job killed
+    mid-save (CTest's log, which scripts/test.sh checks, sees only part of it)."""
+    found = hdf5_diag(text, what)
+    if found:
+        fail(found)
 
 
 def step_lines(text):
@@ -102,6 +113,7 @@ class Runner:
         text = open(log).read()
         print(f"--- {ranks} ranks {' '.join(extra)}: exit {proc.returncode} in {time.monotonic() - started:.1f} s")
         print(text, end="", flush=True)
+        refuse_hdf5_diag(text, f"h5dcp-train on {ranks} ranks {' '.join(extra)}")
         if expect_ok and proc.returncode != 0:
             fail(f"h5dcp-train on {ranks} ranks exited with {proc.returncode}")
         return proc.returncode, text
@@ -212,6 +224,7 @@ def case_kill_during_save(r, args):
         kill_session(proc.pid)
         time.sleep(0.05)
     text = open(log).read()
+    refuse_hdf5_diag(text, f"h5dcp-train on {args.from_ranks} ranks (killed from outside)")
     print(f"--- {args.from_ranks} ranks, killed from outside (exit {proc.returncode}) after "
           f"{time.monotonic() - started:.1f} s")
     print(text, end="", flush=True)
