@@ -3,7 +3,8 @@
 # Runs tests/reliability/reliability.py over fault_trial: the fault matrix
 # (every phase x failing rank x throw/kill/stall, at 2 and 4 ranks), kill -9
 # at random moments of a save loop, random byte flips, and takes the fuzzing
-# figures from build-san/fuzz-stats.json when scripts/sanitize.sh has run.
+# figures from build-san/fuzz-stats.json when scripts/sanitize.sh has run, and
+# runs tests/hostile/run_hostile.py (damaged and malicious files) first.
 # Knobs (environment): KILLS (20), FLIPS (400), WORKDIR (/tmp/h5dcp-reliability).
 # To refresh only the fuzzing figures of an earlier run: reliability.py
 #   --report-from build/reliability.json --fuzz-stats build-san/fuzz-stats.json --report docs/RELIABILITY.md
@@ -14,7 +15,11 @@ scripts/build.sh
 build=${H5DCP_BUILD_DIR:-build}
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 source scripts/venv-paths.sh
-"$H5DCP_VENV/bin/python" tests/reliability/reliability.py --trial "$build/tests/h5dcp_fault_trial" --mpiexec mpiexec \
+# Hostile inputs first: every subcommand on damaged and malicious files.
+"$H5DCP_VENV/bin/python" tests/hostile/run_hostile.py --h5dcp "$build/apps/h5dcp" --python "$H5DCP_VENV/bin/python" \
+  --generator tests/hostile/make_hostile_h5.py --generator tests/hostile/make_hostile_pt.py \
+  --workdir "${WORKDIR:-/tmp/h5dcp-reliability}-hostile" --json "$build/hostile.json" >/dev/null
+"$H5DCP_VENV/bin/python" tests/reliability/reliability.py --hostile-json "$build/hostile.json" --trial "$build/tests/h5dcp_fault_trial" --mpiexec mpiexec \
   --workdir "${WORKDIR:-/tmp/h5dcp-reliability}" --kills "${KILLS:-20}" --flips "${FLIPS:-400}" \
   --json "$build/reliability.json" --report docs/RELIABILITY.md --fuzz-stats build-san/fuzz-stats.json
 echo "wrote docs/RELIABILITY.md"

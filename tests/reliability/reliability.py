@@ -28,7 +28,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+SOURCE_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 from child_output import hdf5_diag  # noqa: E402
+from hostile_report import hostile_section  # noqa: E402
 
 SAVE_PHASES = ["save:plan", "save:create", "save:reserve", "save:block", "save:write", "save:checksums",
                "save:sync", "save:commit"]
@@ -458,6 +461,7 @@ def write_report(path, s, cells, kills, flips, args):
             lines.append("| %s | %s | %s | %s |" % (name, f.get("seconds"), f.get("executions"), f.get("crashes")))
     else:
         lines.append("No fuzzing statistics were given to this run (see `scripts/sanitize.sh`).")
+    lines += [""] + hostile_section(getattr(args, "hostile_json", None), SOURCE_ROOT)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -473,6 +477,7 @@ def main():
     ap.add_argument("--kill-mib", type=int, default=64)
     ap.add_argument("--flips", type=int, default=200)
     ap.add_argument("--json")
+    ap.add_argument("--hostile-json", help="tests/hostile/run_hostile.py's --json, for the hostile-input section")
     ap.add_argument("--report")
     ap.add_argument("--fuzz-stats")
     ap.add_argument("--report-from", help="rewrite --report from the --json of an earlier run (new fuzz stats)")
