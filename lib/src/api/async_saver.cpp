@@ -47,6 +47,9 @@ struct Job {
   std::string path;
   std::vector<Piece> pieces;
   std::promise<SaveResult> promise;
+  // The HDF5 gate, taken by the caller in save(): given back when the
+  // background thread drops the finished job.
+  std::optional<detail::Hdf5GateHold> gate;
   bool fits_staging = false;  // every piece fits the staging memory at once
 };
 
@@ -142,10 +145,9 @@ struct AsyncSaver::Impl {
         changed.wait(lock, [this] { return staging_done; });
         ring.reset();
         staged.clear();
-        job.reset();
+        job.reset();  // gives the HDF5 gate back
         busy = false;
       }
-      detail::Hdf5Gate::release();  // taken by the caller in save()
       changed.notify_all();
     }
   }
@@ -236,22 +238,18 @@ std::future<SaveResult> AsyncSaver::save(const StateDict& state_dict, const std:
   impl.wait_idle();
   impl.comm.require_same("checkpoint paths", path);
   if (options.coordinator != 0) throw UsageError("h5dcp: async saves use rank 0 as the coordinator");
-  // Held until the background finishes (it releases it): taken here, in the
-  // same collective order on every rank.
-  detail::Hdf5Gate::acquire();
+  // Held until the background finishes the job (the job owns it then):
+  // taken here, in the same collective order on every rank, and given back
+  // by this hold if anything fails before the hand-over.
+  detail::Hdf5GateHold gate;
   DefaultSavePlanner default_planner;
   SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
   auto job = std::make_unique<Job>();
   StateDict expanded;
   const bool expand = detail::has_stateful(state_dict);
-  try {
-    job->plan = detail::plan_save(impl.comm, planner, expand ? expanded : state_dict, path, [&] {
-      if (expand) expanded = detail::expand_for_save(state_dict);
-    });
-  } catch (...) {
-    detail::Hdf5Gate::release();
-    throw;
-  }
+  job->plan = detail::plan_save(impl.comm, planner, expand ? expanded : state_dict, path, [&] {
+    if (expand) expanded = detail::expand_for_save(state_dict);
+  });
   job->path = path;
   // Pieces of at most half the staging memory, so one can be written while
   // the next is copied.
@@ -272,6 +270,8 @@ std::future<SaveResult> AsyncSaver::save(const StateDict& state_dict, const std:
   for (const auto& p : job->pieces) piece_bytes.push_back(p.bytes);
   job->fits_staging = impl.ring.fits_at_once(piece_bytes);
   auto future = job->promise.get_future();
+  gate.hand_over();
+  job->gate.emplace(std::move(gate));
   Job& running = *job;
   {
     std::lock_guard<std::mutex> lock(impl.mutex);

@@ -9,8 +9,7 @@
 #include <string>
 
 #include "comm/comm.hpp"
-#include "core/hdf5_gate.hpp"
-#include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_access.hpp"
 
 namespace h5dcp::detail {
 
@@ -28,8 +27,7 @@ class CheckpointSession {
   const Comm& comm() const noexcept { return comm_; }
 
  private:
-  Hdf5GateHold gate_;
-  SilenceHdf5Errors silence_;
+  Hdf5Access access_;
   Comm comm_;
 };
 

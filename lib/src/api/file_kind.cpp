@@ -12,7 +12,7 @@
 #include "h5dcp/error.hpp"
 #include "hdf5/attributes.hpp"
 #include "hdf5/container_layout.hpp"
-#include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_access.hpp"
 #include "hdf5/hdf5_file.hpp"
 
 namespace h5dcp {
@@ -39,7 +39,7 @@ constexpr char kHdf5Signature[] = "\x89HDF\r\n\x1a\n";
 constexpr unsigned char kLegacyMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
 bool is_h5dcp(const std::string& path) {
-  detail::SilenceHdf5Errors silence;
+  detail::Hdf5Access access;  // HDF5 is not thread-safe: see core/hdf5_gate.hpp
   try {
     auto file = detail::open_file_read_only(path, MPI_COMM_NULL);
     const bool marked = detail::has_attribute(file.get(), detail::layout::kFormatVersion);
