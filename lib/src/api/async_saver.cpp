@@ -22,6 +22,7 @@
 #include "h5dcp/async_save.hpp"
 #include "h5dcp/error.hpp"
 #include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_file.hpp"
 #include "plan/staging_pieces.hpp"
 #include "torch/dtype_mapping.hpp"
 
@@ -80,7 +81,10 @@ struct AsyncSaver::Impl {
   std::thread worker;
 
   Impl(MPI_Comm user_comm, const AsyncOptions& options) : comm(user_comm, 0), ring(options.staging_bytes) {
-    comm.set_timeout(detail::resolve_timeout(options.timeout_seconds));
+    // Agreed before it is used (see CheckpointSession).
+    const double timeout = detail::resolve_timeout(options.timeout_seconds);
+    comm.require_same("AsyncSaver", {{"timeout_seconds", detail::timeout_text(timeout)}});
+    comm.set_timeout(timeout);
     if (options.staging_bytes < 4096) throw UsageError("h5dcp: AsyncOptions::staging_bytes must be at least 4096");
     if (comm.distributed()) {
       int provided = MPI_THREAD_SINGLE;
@@ -236,8 +240,13 @@ std::future<SaveResult> AsyncSaver::save(const StateDict& state_dict, const std:
   auto& impl = *impl_;
   const auto started = std::chrono::steady_clock::now();
   impl.wait_idle();
-  impl.comm.require_same("checkpoint paths", path);
+  // Agreed before any rank can refuse on its own (and leave the others
+  // waiting in the plan step). The save's timeout is the saver's.
+  impl.comm.require_same("async save", {{"path", "'" + path + "'"},
+                                        {"coordinator", std::to_string(options.coordinator)},
+                                        {"io_mode", detail::io_mode_text(options.io_mode)}});
   if (options.coordinator != 0) throw UsageError("h5dcp: async saves use rank 0 as the coordinator");
+  impl.comm.require_visible("async save", path, [&] { detail::check_directory_of(path); });
   // Held until the background finishes the job (the job owns it then):
   // taken here, in the same collective order on every rank, and given back
   // by this hold if anything fails before the hand-over.
