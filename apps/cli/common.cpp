@@ -1,5 +1,6 @@
 #include "common.hpp"
 
+#include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,25 @@ const char* const kExitCodeHelp =
     "  1  verify: problems found; diff: the files differ\n"
     "  2  usage error (unknown option, missing argument, DST exists without --force)\n"
     "  3  an input is missing, unreadable or of an unsupported format, or the output cannot be written";
+
+void same_on_every_rank(const Context& context, const std::function<void()>& check) {
+  if (!context.mpi || context.size == 1) return check();
+  // Rank 0's verdict: "" (accepted) or its message ("DST: ...").
+  std::string verdict;
+  if (context.rank == 0) {
+    try {
+      check();
+    } catch (const CLI::ValidationError& e) {
+      verdict = e.what();
+    }
+  }
+  int size = static_cast<int>(verdict.size());
+  MPI_Bcast(&size, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  verdict.resize(static_cast<std::size_t>(size));
+  MPI_Bcast(verdict.data(), size, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (verdict.empty()) return;
+  throw CLI::ValidationError(verdict);
+}
 
 std::string_view without_prefix(const std::string& message) {
   return message.rfind("h5dcp: ", 0) == 0 ? std::string_view(message).substr(7) : std::string_view(message);

@@ -51,6 +51,12 @@ Command add_verify(CLI::App& parent);
 Command add_diff(CLI::App& parent);
 Command add_convert(CLI::App& parent);
 
+/// Runs `check` (a CLI::ValidationError when an argument is refused) on rank
+/// 0 alone and gives its verdict to every rank: when it throws there, every
+/// rank throws the same ValidationError, so no rank starts collective work
+/// that others refused. Collective under mpiexec; just `check()` otherwise.
+void same_on_every_rank(const Context& context, const std::function<void()>& check);
+
 /// Prints "h5dcp <command>: error: <message>" to stderr.
 void print_error(const std::string& command, const std::string& message);
 /// A library message without its leading "h5dcp: ".

@@ -49,9 +49,10 @@ std::int64_t tensor_bytes(const Metadata& md, std::int64_t& tensors) {
 
 // Runs on every rank; `serial` work is rank 0's alone.
 int run_convert(const Args& args, const Context& context) {
-  // Every rank looks at SRC itself: they must agree on the direction, and the
-  // checks are cheap.
-  const auto kind = detect_file_kind(args.src);
+  // Every rank looks at SRC itself, and the ranks agree on what they saw
+  // before any of them starts collective work: SRC on a node-local disk
+  // fails on every rank instead of hanging the ones that see it.
+  const auto kind = context.mpi ? detect_file_kind(args.src, MPI_COMM_WORLD) : detect_file_kind(args.src);
   std::string to = args.to;
   if (to.empty()) {
     switch (kind) {
@@ -70,10 +71,13 @@ int run_convert(const Args& args, const Context& context) {
   // To torch.save, one process writes the one zip file: the other ranks are
   // done (before checking DST, which rank 0 may have written by then).
   if (to == "torch" && context.rank != 0) return kOk;
-  if (args.dst.empty() || args.dst.back() == '/') throw CLI::ValidationError("DST", "DST must name a file");
-  if (same_file(args.src, args.dst)) throw CLI::ValidationError("DST", "DST is SRC");
-  if (exists(args.dst) && !args.force)
-    throw CLI::ValidationError("DST", "'" + args.dst + "' exists (--force replaces it)");
+  // DST as rank 0 (which publishes it) sees it, decided for every rank.
+  same_on_every_rank(context, [&] {
+    if (args.dst.empty() || args.dst.back() == '/') throw CLI::ValidationError("DST", "DST must name a file");
+    if (same_file(args.src, args.dst)) throw CLI::ValidationError("DST", "DST is SRC");
+    if (exists(args.dst) && !args.force)
+      throw CLI::ValidationError("DST", "'" + args.dst + "' exists (--force replaces it)");
+  });
 
   ProgressLine progress(context.progress, "convert");
   std::int64_t tensors = 0;

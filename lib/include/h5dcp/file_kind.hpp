@@ -3,6 +3,8 @@
 // `h5dcp convert` infers its direction from, and what readers check first to
 // say clearly what a file is when it is not what they read.
 
+#include <mpi.h>
+
 #include <string>
 #include <string_view>
 
@@ -19,6 +21,14 @@ enum class FileKind {
 /// The kind of the file at `path`. Not collective. Throws IoError when it is
 /// missing, not a regular file, or cannot be read.
 FileKind detect_file_kind(const std::string& path);
+
+/// The kind of the file at `path`, agreed by every rank of `comm`. Collective
+/// (every rank looks at the file itself: run it before collective work on the
+/// file, e.g. under mpiexec). When some ranks cannot see or read the file, or
+/// ranks see files of different kinds there, every rank throws the same
+/// IoError ("'<path>' is not visible on ranks 1, 3: use a shared file
+/// system"); when no rank can, each throws its own IoError as above.
+FileKind detect_file_kind(const std::string& path, MPI_Comm comm);
 
 /// "torch.save file", "legacy torch.save file", "h5dcp checkpoint", "HDF5
 /// file (not an h5dcp checkpoint)", "file of an unknown format".

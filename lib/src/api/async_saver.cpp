@@ -22,6 +22,7 @@
 #include "h5dcp/async_save.hpp"
 #include "h5dcp/error.hpp"
 #include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_file.hpp"
 #include "plan/staging_pieces.hpp"
 #include "torch/dtype_mapping.hpp"
 
@@ -47,6 +48,9 @@ struct Job {
   std::string path;
   std::vector<Piece> pieces;
   std::promise<SaveResult> promise;
+  // The HDF5 gate, taken by the caller in save(): given back when the
+  // background thread drops the finished job.
+  std::optional<detail::Hdf5GateHold> gate;
   bool fits_staging = false;  // every piece fits the staging memory at once
 };
 
@@ -77,7 +81,10 @@ struct AsyncSaver::Impl {
   std::thread worker;
 
   Impl(MPI_Comm user_comm, const AsyncOptions& options) : comm(user_comm, 0), ring(options.staging_bytes) {
-    comm.set_timeout(detail::resolve_timeout(options.timeout_seconds));
+    // Agreed before it is used (see CheckpointSession).
+    const double timeout = detail::resolve_timeout(options.timeout_seconds);
+    comm.require_same("AsyncSaver", {{"timeout_seconds", detail::timeout_text(timeout)}});
+    comm.set_timeout(timeout);
     if (options.staging_bytes < 4096) throw UsageError("h5dcp: AsyncOptions::staging_bytes must be at least 4096");
     if (comm.distributed()) {
       int provided = MPI_THREAD_SINGLE;
@@ -142,10 +149,9 @@ struct AsyncSaver::Impl {
         changed.wait(lock, [this] { return staging_done; });
         ring.reset();
         staged.clear();
-        job.reset();
+        job.reset();  // gives the HDF5 gate back
         busy = false;
       }
-      detail::Hdf5Gate::release();  // taken by the caller in save()
       changed.notify_all();
     }
   }
@@ -234,24 +240,25 @@ std::future<SaveResult> AsyncSaver::save(const StateDict& state_dict, const std:
   auto& impl = *impl_;
   const auto started = std::chrono::steady_clock::now();
   impl.wait_idle();
-  impl.comm.require_same("checkpoint paths", path);
+  // Agreed before any rank can refuse on its own (and leave the others
+  // waiting in the plan step). The save's timeout is the saver's.
+  impl.comm.require_same("async save", {{"path", "'" + path + "'"},
+                                        {"coordinator", std::to_string(options.coordinator)},
+                                        {"io_mode", detail::io_mode_text(options.io_mode)}});
   if (options.coordinator != 0) throw UsageError("h5dcp: async saves use rank 0 as the coordinator");
-  // Held until the background finishes (it releases it): taken here, in the
-  // same collective order on every rank.
-  detail::Hdf5Gate::acquire();
+  impl.comm.require_visible("async save", path, [&] { detail::check_directory_of(path); });
+  // Held until the background finishes the job (the job owns it then):
+  // taken here, in the same collective order on every rank, and given back
+  // by this hold if anything fails before the hand-over.
+  detail::Hdf5GateHold gate;
   DefaultSavePlanner default_planner;
   SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
   auto job = std::make_unique<Job>();
   StateDict expanded;
   const bool expand = detail::has_stateful(state_dict);
-  try {
-    job->plan = detail::plan_save(impl.comm, planner, expand ? expanded : state_dict, path, [&] {
-      if (expand) expanded = detail::expand_for_save(state_dict);
-    });
-  } catch (...) {
-    detail::Hdf5Gate::release();
-    throw;
-  }
+  job->plan = detail::plan_save(impl.comm, planner, expand ? expanded : state_dict, path, [&] {
+    if (expand) expanded = detail::expand_for_save(state_dict);
+  });
   job->path = path;
   // Pieces of at most half the staging memory, so one can be written while
   // the next is copied.
@@ -272,6 +279,8 @@ std::future<SaveResult> AsyncSaver::save(const StateDict& state_dict, const std:
   for (const auto& p : job->pieces) piece_bytes.push_back(p.bytes);
   job->fits_staging = impl.ring.fits_at_once(piece_bytes);
   auto future = job->promise.get_future();
+  gate.hand_over();
+  job->gate.emplace(std::move(gate));
   Job& running = *job;
   {
     std::lock_guard<std::mutex> lock(impl.mutex);

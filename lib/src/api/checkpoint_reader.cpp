@@ -4,23 +4,42 @@
 
 #include <ATen/ops/empty.h>
 
+#include <optional>
+
 #include "h5dcp/error.hpp"
 #include "hdf5/container_reader.hpp"
-#include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_access.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "torch/dtype_mapping.hpp"
 #include "torch/value_codec.hpp"
 
 namespace h5dcp {
 
+// Every member function that calls HDF5 holds the HDF5 gate for the call
+// (an async save may be writing from another thread), not for the reader's
+// life: a thread holding a reader may still save or load.
 struct CheckpointReader::Impl {
-  explicit Impl(const std::string& p) : path(p), index(detail::read_container_index(p)), reader(p, MPI_COMM_NULL) {}
+  explicit Impl(const std::string& p) : path(p) {
+    detail::Hdf5Access access;
+    index = detail::read_container_index(p);
+    reader.emplace(p, MPI_COMM_NULL);
+  }
+  ~Impl() {
+    if (!reader) return;
+    try {
+      detail::Hdf5Access access;
+      reader.reset();  // closes the file, silently
+    } catch (...) {
+      // The gate refused: this thread holds it already (a reader dropped from
+      // inside another h5dcp call), so closing below is safe as it is.
+    }
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
-  // HDF5 prints nothing while the reader exists: its errors become exceptions.
-  detail::SilenceHdf5Errors silence;
   std::string path;
   detail::CheckpointIndex index;
-  detail::ContainerReader reader;
+  std::optional<detail::ContainerReader> reader;
   bool open = true;
 };
 
@@ -56,14 +75,16 @@ at::Tensor CheckpointReader::read_block(const std::string& fqn, const ChunkStora
     throw UsageError("h5dcp: block " + detail::describe_box(box) + " is not inside '" + fqn + "' of shape " +
                      detail::describe_shape(t.size));
   auto out = at::empty(box.sizes, at::TensorOptions().dtype(detail::to_scalar_type(t.properties.dtype)));
-  impl_->reader.read(fqn, t.properties.dtype, box, out.data_ptr());
+  detail::Hdf5Access access;
+  impl_->reader->read(fqn, t.properties.dtype, box, out.data_ptr());
   return out;
 }
 
 void CheckpointReader::close() {
   if (!impl_->open) return;
   impl_->open = false;
-  impl_->reader.close();
+  detail::Hdf5Access access;
+  impl_->reader->close();
 }
 
 }  // namespace h5dcp

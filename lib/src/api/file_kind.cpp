@@ -9,10 +9,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "comm/comm.hpp"
 #include "h5dcp/error.hpp"
 #include "hdf5/attributes.hpp"
 #include "hdf5/container_layout.hpp"
-#include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_access.hpp"
 #include "hdf5/hdf5_file.hpp"
 
 namespace h5dcp {
@@ -39,7 +40,7 @@ constexpr char kHdf5Signature[] = "\x89HDF\r\n\x1a\n";
 constexpr unsigned char kLegacyMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
 bool is_h5dcp(const std::string& path) {
-  detail::SilenceHdf5Errors silence;
+  detail::Hdf5Access access;  // HDF5 is not thread-safe: see core/hdf5_gate.hpp
   try {
     auto file = detail::open_file_read_only(path, MPI_COMM_NULL);
     const bool marked = detail::has_attribute(file.get(), detail::layout::kFormatVersion);
@@ -76,6 +77,25 @@ FileKind detect_file_kind(const std::string& path) {
       return is_h5dcp(path) ? FileKind::H5dcpCheckpoint : FileKind::Hdf5;
   }
   return FileKind::Other;
+}
+
+FileKind detect_file_kind(const std::string& path, MPI_Comm comm) {
+  const detail::Comm c(comm);
+  c.require_same("detect_file_kind", {{"path", "'" + path + "'"}});
+  FileKind kind = FileKind::Other;
+  if (auto failure = c.require_visible("detect_file_kind", path, [&] { kind = detect_file_kind(path); }))
+    std::rethrow_exception(failure);
+  // Seen everywhere: the same file, or files of one kind on node-local disks?
+  std::string kinds;
+  for (const auto& k : c.all_gather(detail::Bytes(1, static_cast<char>(kind)))) kinds += k;
+  const auto reference = static_cast<FileKind>(kinds.at(static_cast<std::size_t>(c.coordinator())));
+  for (std::size_t rank = 0; rank < kinds.size(); ++rank)
+    if (static_cast<FileKind>(kinds[rank]) != reference)
+      throw IoError("h5dcp: detect_file_kind: '" + path + "' is not the same file on every rank (rank " +
+                    std::to_string(rank) + " sees a " + std::string(describe(static_cast<FileKind>(kinds[rank]))) +
+                    ", rank " + std::to_string(c.coordinator()) + " a " + std::string(describe(reference)) +
+                    "): use a shared file system");
+  return kind;
 }
 
 std::string_view describe(FileKind kind) noexcept {

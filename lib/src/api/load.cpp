@@ -119,12 +119,17 @@ StateValue empty_tensor_for(const TensorStorageMetadata& storage, LoadLayout lay
 }  // namespace
 
 Metadata read_metadata(const std::string& path, int coordinator, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, coordinator, path, 0);
+  // Only the coordinator reads: no rank needs to see the file but it.
+  detail::CheckpointSession session(comm, coordinator, "read_metadata", path, 0);
   return share_index(session.comm(), path).metadata;
 }
 
 LoadResult load(StateDict& state_dict, const std::string& path, const LoadOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator, path, options.timeout_seconds);
+  detail::CheckpointSession session(comm, options.coordinator, "load", path, options.timeout_seconds,
+                                    {{"strict", detail::bool_text(options.strict)},
+                                     {"convert_dtype", detail::bool_text(options.convert_dtype)},
+                                     {"verify_checksums", detail::bool_text(options.verify_checksums)}});
+  session.require_readable_everywhere();  // every rank opens it (collectively)
   const auto& c = session.comm();
   const auto index = share_index(c, path);
   DefaultLoadPlanner default_planner(options.strict, options.convert_dtype);
@@ -146,7 +151,10 @@ LoadResult load(StateDict& state_dict, const std::string& path, const LoadOption
 }
 
 StateDict load_all(const std::string& path, const LoadAllOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator, path, options.timeout_seconds);
+  detail::CheckpointSession session(comm, options.coordinator, "load_all", path, options.timeout_seconds,
+                                    {{"layout", detail::layout_text(options.layout)},
+                                     {"verify_checksums", detail::bool_text(options.verify_checksums)}});
+  session.require_readable_everywhere();  // every rank opens it (collectively)
   const auto& c = session.comm();
   const auto index = share_index(c, path);
   StateDict state_dict;

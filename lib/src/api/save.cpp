@@ -15,7 +15,9 @@
 namespace h5dcp {
 
 SaveResult save(const StateDict& state_dict, const std::string& path, const SaveOptions& options, MPI_Comm comm) {
-  detail::CheckpointSession session(comm, options.coordinator, path, options.timeout_seconds);
+  detail::CheckpointSession session(comm, options.coordinator, "save", path, options.timeout_seconds,
+                                    {{"io_mode", detail::io_mode_text(options.io_mode)}});
+  session.require_directory_everywhere();  // every rank creates the file (collectively)
   const auto& c = session.comm();
   DefaultSavePlanner default_planner;
   SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;

@@ -19,7 +19,7 @@
 #include "core/utf8.hpp"
 #include "h5dcp/error.hpp"
 #include "hdf5/container_reader.hpp"
-#include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_access.hpp"
 #include "plan/checksum_layout.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "torch/value_codec.hpp"
@@ -225,7 +225,7 @@ VerifyReport verify_checkpoint(const std::string& path, const VerifyOptions& opt
   if (::stat(path.c_str(), &info) != 0) throw IoError("h5dcp: '" + path + "': " + std::strerror(errno));
   if (!S_ISREG(info.st_mode)) throw IoError("h5dcp: '" + path + "' is not a regular file");
   if (::access(path.c_str(), R_OK) != 0) throw IoError("h5dcp: '" + path + "' cannot be read: " + std::strerror(errno));
-  detail::SilenceHdf5Errors silence;
+  detail::Hdf5Access access;  // HDF5 is not thread-safe: see core/hdf5_gate.hpp
   VerifyReport report;
   Verifier(path, options, report).run();
   return report;

@@ -481,6 +481,114 @@ Bytes Comm::broadcast(std::string_view step, const std::function<Bytes()>& map) 
   return unwrap(step, reply);
 }
 
+namespace {
+
+// "rank 2" or "ranks 1, 3, 4" (the first kMaxRanksNamed, then how many more).
+std::string describe_ranks(const std::vector<int>& ranks) {
+  // Enough to see the pattern; a 4096-rank job's error stays readable.
+  constexpr std::size_t kMaxRanksNamed = 16;
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size() && i < kMaxRanksNamed; ++i)
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > kMaxRanksNamed) out += " and " + std::to_string(ranks.size() - kMaxRanksNamed) + " more";
+  return out;
+}
+
+Bytes encode_settings(const std::vector<Setting>& settings) {
+  ByteWriter w;
+  w.put<std::uint64_t>(settings.size());
+  for (const auto& s : settings) {
+    w.put_string(s.name);
+    w.put_string(s.value);
+  }
+  return w.take();
+}
+
+std::vector<Setting> decode_settings(std::string_view bytes) {
+  ByteReader r(bytes);
+  std::vector<Setting> settings;
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    auto name = r.get_string();
+    settings.push_back(Setting{std::move(name), r.get_string()});
+  }
+  return settings;
+}
+
+// "rank 2 has timeout_seconds=5, rank 0 has 30": every value of setting `k`
+// other than the coordinator's, with the ranks that passed it.
+std::string describe_difference(const std::vector<std::vector<Setting>>& all, std::size_t k, int coordinator) {
+  const auto& reference = all[static_cast<std::size_t>(coordinator)];
+  std::map<std::string, std::vector<int>> ranks_by_value;
+  for (std::size_t rank = 0; rank < all.size(); ++rank) {
+    const auto& value = k < all[rank].size() ? all[rank][k].value : std::string("(missing)");
+    if (value != reference[k].value) ranks_by_value[value].push_back(static_cast<int>(rank));
+  }
+  std::string out;
+  for (const auto& [value, ranks] : ranks_by_value)
+    out += (out.empty() ? "" : ", ") + describe_ranks(ranks) + (ranks.size() == 1 ? " has " : " have ") +
+           reference[k].name + "=" + value;
+  return out + ", rank " + std::to_string(coordinator) + " has " + reference[k].value;
+}
+
+}  // namespace
+
+void Comm::require_same(std::string_view operation, const std::vector<Setting>& settings) const {
+  if (!distributed()) return;
+  const auto mine = encode_settings(settings);
+  const auto hash = static_cast<unsigned long long>(std::hash<std::string_view>{}(mine));
+  unsigned long long bounds[2] = {hash, ~hash};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm_), "MPI_Allreduce");
+  if (bounds[0] == ~bounds[1]) return;
+  // Rare: exchange them all, so that every rank composes the same message.
+  std::vector<std::vector<Setting>> all;
+  for (const auto& b : all_gather(mine)) all.push_back(decode_settings(b));
+  const auto& reference = all[static_cast<std::size_t>(coordinator_)];
+  bool path_differs = false;
+  bool option_differs = false;
+  std::string details;
+  for (std::size_t k = 0; k < reference.size(); ++k) {
+    bool same = true;
+    for (const auto& s : all) same = same && k < s.size() && s[k].value == reference[k].value;
+    if (same) continue;
+    (reference[k].name == "path" ? path_differs : option_differs) = true;
+    details += (details.empty() ? "" : "; ") + describe_difference(all, k, coordinator_);
+  }
+  if (details.empty()) details = "the ranks passed different sets of arguments";
+  const std::string what = path_differs && option_differs ? "checkpoint paths and options"
+                           : path_differs                 ? "checkpoint paths"
+                                                          : "options";
+  throw UsageError("h5dcp: " + std::string(operation) + ": ranks passed different " + what + ": " + details +
+                   "; every rank must pass the same");
+}
+
+std::exception_ptr Comm::require_visible(std::string_view operation, const std::string& path,
+                                         const std::function<void()>& check) const {
+  std::exception_ptr failure;
+  std::string message;
+  try {
+    check();
+  } catch (...) {
+    failure = std::current_exception();
+    message = current_exception_message();
+  }
+  if (!distributed()) return failure;
+  // [ranks that failed, ranks that passed]
+  int counts[2] = {failure ? 1 : 0, failure ? 0 : 1};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_SUM, comm_), "MPI_Allreduce");
+  if (counts[0] == 0 || counts[1] == 0) return failure;
+  // Some ranks see it and some do not: which, and why (the first one's reason).
+  const auto all = all_gather(failure ? "F" + message : Bytes("O"));
+  std::vector<int> blind;
+  std::string first_reason;
+  for (std::size_t rank = 0; rank < all.size(); ++rank) {
+    if (all[rank].empty() || all[rank][0] != 'F') continue;
+    if (blind.empty()) first_reason = " (rank " + std::to_string(rank) + ": " + all[rank].substr(1) + ")";
+    blind.push_back(static_cast<int>(rank));
+  }
+  throw IoError("h5dcp: " + std::string(operation) + ": '" + path + "' is not visible on " + describe_ranks(blind) +
+                ": use a shared file system" + first_reason);
+}
+
 void Comm::require_same(std::string_view what, std::string_view value) const {
   if (!distributed()) return;
   const auto hash = static_cast<unsigned long long>(std::hash<std::string_view>{}(value));

@@ -14,7 +14,9 @@
 
 #include <mpi.h>
 
+#include <exception>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,6 +30,13 @@ void check_mpi(int code, const char* call);
 
 /// True between MPI_Init and MPI_Finalize.
 bool mpi_is_active();
+
+/// An argument of a collective call that every rank must pass the same: its
+/// name and its value as text (compared exactly, shown in errors).
+struct Setting {
+  std::string name;
+  std::string value;
+};
 
 class Comm {
  public:
@@ -93,6 +102,27 @@ class Comm {
   /// `value` (compared by hash): catches calls whose arguments differ across
   /// ranks (paths, options) before they can deadlock or write two files.
   void require_same(std::string_view what, std::string_view value) const;
+
+  /// Throws UsageError on every rank unless all ranks passed the same
+  /// `settings` (the same names in the same order). One allreduce of a hash;
+  /// only when they differ are the settings exchanged, to name each one that
+  /// differs, the ranks that differ from the coordinator and their values:
+  /// "h5dcp: load: ranks passed different options: rank 2 has
+  /// timeout_seconds=5, rank 0 has 30; every rank must pass the same". A
+  /// setting named "path" is a checkpoint path. Plain collectives, no
+  /// deadline: this is what agrees on the timeout in the first place.
+  void require_same(std::string_view operation, const std::vector<Setting>& settings) const;
+
+  /// Agrees on a local check of `path` (it exists, it is the right kind of
+  /// file) that must pass on every rank before a collective call uses it:
+  /// runs `check` on every rank, then one allreduce of the outcome. When it
+  /// failed on some ranks only, every rank throws the same IoError: "h5dcp:
+  /// load: '<path>' is not visible on ranks 1, 3: use a shared file system
+  /// (rank 1: <what it threw>)". Otherwise returns this rank's failure when
+  /// the check failed on every rank (callers rethrow it or let the usual
+  /// path report it), nullptr when it passed everywhere.
+  std::exception_ptr require_visible(std::string_view operation, const std::string& path,
+                                     const std::function<void()>& check) const;
 
  private:
   Comm() = default;

@@ -30,12 +30,24 @@ Handle create_file(const std::string& path, MPI_Comm comm) {
                 H5Fclose);
 }
 
-Handle open_file_read_only(const std::string& path, MPI_Comm comm) {
+void check_hdf5_file(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) throw FormatError("h5dcp: no checkpoint at '" + path + "' (no such file)");
   if (!S_ISREG(info.st_mode)) throw FormatError("h5dcp: '" + path + "' is not a regular file");
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw FormatError("h5dcp: '" + path + "' is not an HDF5 file (empty, truncated, or another format)");
+}
+
+void check_directory_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const auto directory = slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : path.substr(0, slash);
+  struct stat info {};
+  if (::stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    throw IoError("h5dcp: no directory '" + directory + "' for '" + path + "'");
+}
+
+Handle open_file_read_only(const std::string& path, MPI_Comm comm) {
+  check_hdf5_file(path);
   const auto fapl = file_access(comm, false);
   return Handle(check_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), "opening '" + path + "'"), H5Fclose);
 }

@@ -14,6 +14,15 @@ namespace h5dcp::detail {
 /// Creates (truncates) `path`. Collective over `comm` unless it is MPI_COMM_NULL.
 Handle create_file(const std::string& path, MPI_Comm comm);
 
+/// The checks of `path` made before opening it: it exists, is a regular
+/// file, and is HDF5. Local (no collective call: under MPI, agree on the
+/// outcome before a collective open). Throws FormatError.
+void check_hdf5_file(const std::string& path);
+
+/// Throws IoError unless the directory `path` would be created in exists.
+/// Local, like check_hdf5_file.
+void check_directory_of(const std::string& path);
+
 /// Opens `path` read-only. Collective over `comm` unless it is MPI_COMM_NULL.
 /// Throws FormatError when `path` is missing or not an HDF5 file.
 Handle open_file_read_only(const std::string& path, MPI_Comm comm);

@@ -31,7 +31,7 @@
 #include "h5dcp/planner.hpp"
 #include "h5dcp/torch_save.hpp"
 #include "hdf5/container_reader.hpp"
-#include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_access.hpp"
 #include "torch/dtype_mapping.hpp"
 #include "torch/pickle_writer.hpp"
 #include "torch/torch_save_archive.hpp"
@@ -230,7 +230,7 @@ SaveResult torch_save_to_checkpoint(const std::string& src, const std::string& d
 
 void checkpoint_to_torch_save(const std::string& src, const std::string& dst,
                               const CheckpointToTorchSaveOptions& options) {
-  detail::SilenceHdf5Errors silence;
+  detail::Hdf5Access access;  // HDF5 is not thread-safe: see core/hdf5_gate.hpp
   const auto index = detail::read_container_index(src);
   const auto& metadata = index.metadata;
 
