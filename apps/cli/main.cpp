@@ -5,6 +5,7 @@
 // other subcommands run on rank 0 while the others wait, and every rank
 // exits with rank 0's code.
 
+#include <c10/util/Exception.h>
 #include <malloc.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -35,6 +36,11 @@ int run_guarded(const Command& command, const Context& context) {
   } catch (const CLI::Error& e) {
     if (context.rank == 0) print_error(command.app->get_name(), e.what());
     return kUsage;
+  } catch (const c10::Error& e) {
+    // LibTorch's own (one the library did not wrap): its what() carries a
+    // C++ backtrace, which is noise to the user of a command.
+    if (context.rank == 0) print_error(command.app->get_name(), e.what_without_backtrace());
+    return kFailure;
   } catch (const std::exception& e) {
     // Library errors: an input that cannot be read, a format it does not
     // support, an output that cannot be written.

@@ -9,6 +9,7 @@
 #include <thread>
 #include <string>
 
+#include "core/exception_text.hpp"
 #include "core/fault_injection.hpp"
 #include "h5dcp/error.hpp"
 
@@ -226,7 +227,7 @@ std::string current_exception_message() {
   try {
     throw;
   } catch (const std::exception& e) {
-    return e.what();
+    return exception_text(e);  // without LibTorch's C++ backtrace
   } catch (...) {
     return "unknown exception (not derived from std::exception)";
   }

@@ -1,5 +1,9 @@
 #include "core/key_escape.hpp"
 
+#include <cstdint>
+#include <cstdio>
+
+#include "core/utf8.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
@@ -11,6 +15,14 @@ int hex_value(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   return -1;
 }
+
+std::string hex_byte(char c) {
+  char text[5];
+  std::snprintf(text, sizeof text, "\\x%02x", static_cast<unsigned>(static_cast<std::uint8_t>(c)));
+  return text;
+}
+
+bool is_control(char c) { return static_cast<std::uint8_t>(c) < 0x20 || c == 0x7f; }
 
 }  // namespace
 
@@ -41,11 +53,36 @@ std::string unescape_link_name(std::string_view name) {
     const bool complete = i + 2 < name.size();
     const int hi = complete ? hex_value(name[i + 1]) : -1;
     const int lo = complete ? hex_value(name[i + 2]) : -1;
-    if (hi < 0 || lo < 0) throw FormatError("h5dcp: malformed escape in HDF5 name '" + std::string(name) + "'");
+    if (hi < 0 || lo < 0) throw FormatError("h5dcp: malformed escape in HDF5 name '" + printable_key(name) + "'");
     out += static_cast<char>(hi * 16 + lo);
     i += 2;
   }
   return out;
+}
+
+std::string printable_key(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto n = utf8_sequence_length(text, i);
+    if (n == 0 || is_control(text[i])) {
+      out += hex_byte(text[i]);
+      ++i;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+void require_storable_key(std::string_view fqn, std::string_view where) {
+  const bool has_nul = fqn.find('\0') != std::string_view::npos;
+  if (!has_nul && is_valid_utf8(fqn)) return;
+  throw UsageError("h5dcp: the key '" + printable_key(fqn) + "'" + std::string(where) + " " +
+                   (has_nul ? "holds a NUL byte" : "is not valid UTF-8") +
+                   ": keys must be valid UTF-8 without NUL bytes (as the str keys of torch.save files are), "
+                   "or they could not be read back as the same key");
 }
 
 }  // namespace h5dcp::detail

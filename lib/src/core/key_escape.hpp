@@ -15,4 +15,18 @@ std::string escape_link_name(std::string_view key);
 /// Inverse of escape_link_name; throws FormatError on a malformed escape.
 std::string unescape_link_name(std::string_view name);
 
+/// `text` for an error message: control bytes (NUL included), DEL and bytes
+/// that are not part of well-formed UTF-8 are written as \xNN; everything
+/// else, UTF-8 included, is kept.
+std::string printable_key(std::string_view text);
+
+/// Throws UsageError unless every key in `fqn` (escaped link names joined by
+/// '/') can be stored and read back as the same key: valid UTF-8 and no NUL
+/// byte. HDF5 link names are C strings (a NUL would cut the key short) in
+/// the UTF-8 character set, and a torch.save file's keys are Python str, so
+/// such a key could be written but not read back or converted. The message
+/// names the key as printable_key() writes it, followed by `where` (e.g.
+/// " on rank 3").
+void require_storable_key(std::string_view fqn, std::string_view where = {});
+
 }  // namespace h5dcp::detail

@@ -21,8 +21,13 @@
 namespace h5dcp::detail {
 namespace {
 
-// The HDF5 path of an fqn: its components are escaped already.
-std::string hdf5_path(const std::string& fqn) { return "/" + fqn; }
+// The HDF5 path of an fqn: its components are escaped already. HDF5 takes
+// it as a C string: a key with a NUL byte (or not UTF-8) is refused rather
+// than cut short, whatever planner made the plan.
+std::string hdf5_path(const std::string& fqn) {
+  require_storable_key(fqn);
+  return "/" + fqn;
+}
 
 // The unescaped last component: the dict key or list position.
 std::string key_of(const std::string& fqn) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "core/key_escape.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
@@ -88,8 +89,12 @@ class WriterBalancer {
 }  // namespace
 
 void validate_local_plan(const SavePlan& plan) {
+  // Refused here, in the plan step, before any file exists: a key that could
+  // not be read back as itself (require_storable_key).
+  for (const auto& [fqn, kind] : plan.containers) require_storable_key(fqn);
   std::map<std::string, const WriteItem*> first_of;
   for (const auto& item : plan.items) {
+    require_storable_key(item.index.fqn);
     const auto [it, inserted] = first_of.emplace(item.index.fqn, &item);
     if (!inserted && (item.type != WriteItemType::Shard || it->second->type != WriteItemType::Shard))
       throw UsageError("h5dcp: '" + item.index.fqn + "' appears twice in the state dict");
@@ -125,6 +130,11 @@ GlobalSavePlan create_global_save_plan(const std::vector<SavePlan>& local_plans)
 
   for (std::size_t r = 0; r < local_plans.size(); ++r) {
     const int rank = static_cast<int>(r);
+    // Again for planners that skip validate_local_plan: the file would
+    // otherwise hold a key cut short at a NUL byte.
+    const auto on_rank = " on rank " + std::to_string(rank);
+    for (const auto& [fqn, kind] : local_plans[r].containers) require_storable_key(fqn, on_rank);
+    for (const auto& item : local_plans[r].items) require_storable_key(item.index.fqn, on_rank);
     for (const auto& [fqn, kind] : local_plans[r].containers) {
       const auto [it, inserted] = containers.emplace(fqn, std::make_pair(kind, rank));
       if (!inserted && it->second.first != kind)
