@@ -17,7 +17,12 @@ called as `PYTHON GENERATOR OUTDIR`. A file's name says what must happen:
 
 Every run is bounded: an address-space limit (so a memory bomb ends in
 bad_alloc rather than taking the machine), a wall-clock timeout, and a peak
-resident size checked afterwards from the child's rusage. A run that hit the
+resident size checked afterwards from the child's rusage. With --sanitized
+(a build under AddressSanitizer, which reserves terabytes of shadow address
+space at startup and so cannot run under an address-space limit) ASan's own
+allocator limits take the limit's place (an allocation past them returns
+null, so `new` throws bad_alloc), and the resident-size bound is tripled for
+ASan's shadow memory, redzones and quarantine. A run that hit the
 address-space limit (bad_alloc in its message) counts as a memory failure,
 not a clean refusal. A message must start with "h5dcp" and must not carry
 HDF5's own error stack (HDF5-DIAG) or a C++ backtrace.
@@ -66,18 +71,28 @@ def commands_for(path, out_dir):
     return runs
 
 
-def run_bounded(argv, address_space, timeout):
-    """Runs argv; returns (exit code or None, signal or None, timed out, its own peak RSS in KiB (from
+def sanitized_environment(limit_mib):
+    """The environment of a run under ASan: its allocator refuses what the address-space limit would."""
+    env = dict(os.environ)
+    limits = "allocator_may_return_null=1:max_allocation_size_mb=%d:soft_rss_limit_mb=%d" % (limit_mib, limit_mib)
+    env["ASAN_OPTIONS"] = (env["ASAN_OPTIONS"] + ":" if env.get("ASAN_OPTIONS") else "") + limits
+    return env
+
+
+def run_bounded(argv, address_space, timeout, env=None):
+    """Runs argv (address_space None: no address-space limit); returns (exit code or None, signal or None, timed out, its own peak RSS in KiB (from
     wait4), seconds, stdout, stderr)."""
 
     def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+        if address_space is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         os.setsid()
 
     start = time.monotonic()
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file, open(os.devnull, "rb") as devnull:
-        child = subprocess.Popen(argv, stdin=devnull, stdout=out_file, stderr=err_file, preexec_fn=limit)
+        child = subprocess.Popen(argv, stdin=devnull, stdout=out_file, stderr=err_file, preexec_fn=limit,
+                                 env=env)
         timed_out = False
         deadline = start + timeout
         while True:
@@ -148,6 +163,7 @@ def main():
     p.add_argument("--address-space-mib", type=int, default=4096)
     p.add_argument("--rss-limit-mib", type=int, default=512)
     p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--sanitized", action="store_true", help="the tool is built with AddressSanitizer")
     p.add_argument("--json", help="write every run and the totals here")
     args = p.parse_args()
 
@@ -173,14 +189,16 @@ def main():
     if not files:
         sys.exit("run_hostile: no refuse-*/accept-* .h5/.pt files were generated")
 
-    address_space = args.address_space_mib << 20
-    rss_limit_kib = args.rss_limit_mib << 10
+    address_space = None if args.sanitized else args.address_space_mib << 20
+    env = sanitized_environment(args.address_space_mib) if args.sanitized else None
+    rss_limit_mib = args.rss_limit_mib * (3 if args.sanitized else 1)
+    rss_limit_kib = rss_limit_mib << 10
     runs = []
     failures = 0
     for name in files:
         path = os.path.join(inputs_dir, name)
         for command, argv, allowed, leftover in commands_for(path, out_dir):
-            result = run_bounded([args.h5dcp, "-q"] + argv, address_space, args.timeout)
+            result = run_bounded([args.h5dcp, "-q"] + argv, address_space, args.timeout, env)
             problems = judge(result, allowed, leftover, rss_limit_kib)
             code, sig, timed_out, rss, seconds, out, err = result
             runs.append({"file": name, "command": command, "exit": code, "signal": sig, "timed_out": timed_out,
@@ -191,6 +209,10 @@ def main():
             print("%s %-8s %-44s exit %-4s %6.1f MiB %6.2f s  %s" %
                   (status, command, name, code if sig is None else "sig%d" % sig, rss / 1024, seconds,
                    "; ".join(problems) if problems else first_line(err) or first_line(out)))
+            if problems:
+                # What the tool said, so that a failure in CI can be understood from the log alone.
+                for line in (err.strip() or out.strip()).splitlines()[-5:]:
+                    print("     | " + line[:200])
             failures += bool(problems)
             # Outputs of accepted files are not needed past their run.
             for f in os.listdir(out_dir):
@@ -210,7 +232,8 @@ def main():
         "peak_rss_mib_max": round(max(r["peak_rss_kib"] for r in runs) / 1024, 1),
         "largest_input_bytes": max(r["bytes"] for r in runs),
         "seconds_max": max(r["seconds"] for r in runs),
-        "rss_limit_mib": args.rss_limit_mib,
+        "rss_limit_mib": rss_limit_mib,
+        "sanitized": args.sanitized,
         "address_space_mib": args.address_space_mib,
         "timeout_s": args.timeout,
     }
