@@ -206,6 +206,36 @@ TEST(Nested, KindMismatchesAndValueDisagreementsAreNamed) {
   EXPECT_NE(std::string(n.what()).find("holds a NUL character"), std::string::npos) << n.what();
 }
 
+// The reader refuses nesting kMaxContainerDepth (256) containers deep, so a
+// save refuses it too, at planning and before anything is written: a 255-deep
+// state dict round-trips, a 256-deep one leaves the previous file as it was.
+StateDict nested_dicts(int containers, const StateValue& leaf) {
+  StateDict sd{{"leaf", leaf}};
+  for (int i = 1; i < containers; ++i) sd = StateDict{{"d", std::move(sd)}};
+  return StateDict{{"d", std::move(sd)}};
+}
+
+TEST(Nested, NestingIsWrittenOnlyAsDeepAsItIsRead) {
+  test::TempDir dir;
+  const auto tensor = reference_tensor({3, 2}, at::kFloat);
+  save(nested_dicts(255, tensor), dir.file("deep.h5"));
+  auto back = nested_dicts(255, at::zeros({3, 2}));
+  load(back, dir.file("deep.h5"));
+  const StateValue* leaf = &back.at("d");
+  for (int i = 1; i < 255; ++i) leaf = &std::get<StateDict>(*leaf).at("d");
+  EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(std::get<StateDict>(*leaf).at("leaf")), tensor));
+
+  const auto e = expect_checkpoint_error([&] { save(nested_dicts(256, at::ones({2})), dir.file("deep.h5")); });
+  EXPECT_EQ(e.step(), "save:plan");
+  EXPECT_NE(std::string(e.what()).find("is nested 256 dicts or lists deep; h5dcp reads checkpoints nested less than "
+                                       "256 deep"),
+            std::string::npos)
+      << e.what();
+  auto again = nested_dicts(255, at::zeros({3, 2}));
+  load(again, dir.file("deep.h5"));
+  EXPECT_EQ(flatten_state_dict(again).leaves.size(), 1u);
+}
+
 // A reader whose state dict holds one column block of a saved tensor as if it
 // were the whole tensor (the seeds' _ReaderWithOffset for 2-D TP x DP
 // layouts): it translates storage offsets by the block's position.

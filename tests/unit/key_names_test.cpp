@@ -84,6 +84,24 @@ TEST(KeyNames, TheGlobalPlanNamesTheRankWithTheBadKey) {
             "h5dcp: the key 'b\\x00' on rank 1 holds a NUL b");
 }
 
+// Containers the reader would refuse (kMaxContainerDepth deep) are not
+// planned; a leaf counts through its parent, for planners that list no
+// containers.
+TEST(KeyNames, NestingTheReaderRefusesIsRefusedAtPlanning) {
+  std::string fqn = "c";
+  for (std::size_t depth = 2; depth < kMaxContainerDepth; ++depth) fqn += "/c";
+  EXPECT_EQ(key_depth(fqn), kMaxContainerDepth - 1);
+  SavePlan deepest{{plain(fqn + "/w")}, {{fqn, ContainerKind::Dict}}};
+  EXPECT_NO_THROW(validate_local_plan(deepest));
+  SavePlan too_deep{{plain(fqn + "/c/w")}, {{fqn + "/c", ContainerKind::List}}};
+  EXPECT_NE(usage_error_of([&] { validate_local_plan(too_deep); }).find("' is nested 256 dicts or lists deep"),
+            std::string::npos);
+  const std::vector<SavePlan> leaves_only{{{plain("w")}, {}}, {{plain(fqn + "/c/w")}, {}}};
+  const auto message = usage_error_of([&] { create_global_save_plan(leaves_only); });
+  EXPECT_EQ(message.substr(0, 22), "h5dcp: the container '");
+  EXPECT_NE(message.find("...' on rank 1 is nested 256 dicts or lists deep"), std::string::npos) << message;
+}
+
 TEST(KeyNames, RequireStorableKeyAcceptsEveryEscapedKey) {
   for (const std::string key : {"", ".", "a/b", "100%", "ünïcode", "sp ace"})
     EXPECT_NO_THROW(require_storable_key(escape_link_name(key))) << key;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/checksum.hpp"
+#include "core/exception_text.hpp"
 #include "core/utf8.hpp"
 #include "h5dcp/error.hpp"
 #include "hdf5/container_reader.hpp"
@@ -207,7 +208,7 @@ class Verifier {
         if (v->encoding == "str" && !detail::is_valid_utf8(payload))
           problem("values", fqn, "the string is not valid UTF-8");
       } catch (const std::exception& e) {
-        problem("values", fqn, e.what());
+        problem("values", fqn, detail::exception_text(e));
       }
     }
   }

@@ -1,5 +1,6 @@
 #include "core/key_escape.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
@@ -83,6 +84,22 @@ void require_storable_key(std::string_view fqn, std::string_view where) {
                    (has_nul ? "holds a NUL byte" : "is not valid UTF-8") +
                    ": keys must be valid UTF-8 without NUL bytes (as the str keys of torch.save files are), "
                    "or they could not be read back as the same key");
+}
+
+std::size_t key_depth(std::string_view fqn) {
+  std::size_t depth = 1;
+  for (const char c : fqn) depth += c == '/';
+  return depth;
+}
+
+void require_readable_depth(std::string_view container_fqn, std::string_view where) {
+  const auto depth = key_depth(container_fqn);
+  if (depth < kMaxContainerDepth) return;
+  const auto shown = printable_key(container_fqn.substr(0, std::min<std::size_t>(container_fqn.size(), 80)));
+  throw UsageError("h5dcp: the container '" + shown + (container_fqn.size() > 80 ? "...'" : "'") +
+                   std::string(where) + " is nested " + std::to_string(depth) + " dicts or lists deep; h5dcp reads " +
+                   "checkpoints nested less than " + std::to_string(kMaxContainerDepth) + " deep, so it does not " +
+                   "write deeper ones");
 }
 
 }  // namespace h5dcp::detail

@@ -23,12 +23,6 @@
 namespace h5dcp::detail {
 namespace {
 
-// hostile-input limit: the deepest nesting of dicts and lists the walk
-// follows. Real state dicts nest a handful of levels (optim/state/<id>/exp_avg, a module tree); the
-// walk recurses once per level, and a crafted file of a few hundred KB can
-// nest thousands of groups.
-constexpr std::size_t kMaxContainerDepth = 256;
-
 // What the datasets of a file may claim in all: the file's own size. Every
 // tensor and value is stored in the file once (h5dcp writes contiguous
 // datasets, allocated in full), so a file whose datasets claim more bytes

@@ -28,6 +28,7 @@
 #include "comm/comm.hpp"
 #include "core/byte_codec.hpp"
 #include "core/durable_file.hpp"
+#include "core/exception_text.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
 
@@ -204,7 +205,8 @@ CheckpointManager::~CheckpointManager() {
       try {
         std::rethrow_exception(impl.save_failure);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "h5dcp: checkpoint manager: the last async save failed: %s\n", e.what());
+        std::fprintf(stderr, "h5dcp: checkpoint manager: the last async save failed: %s\n",
+                     detail::exception_text(e).c_str());
       }
     }
     if (!impl.publish_failure.empty())
@@ -239,7 +241,7 @@ bool CheckpointManager::poll() {
         if (::unlink(path_for(old).c_str()) != 0 && errno != ENOENT)
           throw_errno("cannot remove the old checkpoint '" + path_for(old) + "'", errno);
     } catch (const std::exception& e) {
-      impl.publish_failure = e.what();
+      impl.publish_failure = detail::exception_text(e);
     }
   }
   return true;

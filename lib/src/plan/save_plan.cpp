@@ -86,15 +86,26 @@ class WriterBalancer {
   std::vector<Pending> pending_;
 };
 
+// A leaf's parent container, checked as require_readable_depth checks a
+// container, so a planner that lists no containers cannot slip a deep one by.
+void require_readable_parent(const std::string& fqn, std::string_view where = {}) {
+  const auto slash = fqn.rfind('/');
+  if (slash != std::string::npos) require_readable_depth(std::string_view(fqn).substr(0, slash), where);
+}
+
 }  // namespace
 
 void validate_local_plan(const SavePlan& plan) {
   // Refused here, in the plan step, before any file exists: a key that could
   // not be read back as itself (require_storable_key).
-  for (const auto& [fqn, kind] : plan.containers) require_storable_key(fqn);
+  for (const auto& [fqn, kind] : plan.containers) {
+    require_storable_key(fqn);
+    require_readable_depth(fqn);
+  }
   std::map<std::string, const WriteItem*> first_of;
   for (const auto& item : plan.items) {
     require_storable_key(item.index.fqn);
+    require_readable_parent(item.index.fqn);
     const auto [it, inserted] = first_of.emplace(item.index.fqn, &item);
     if (!inserted && (item.type != WriteItemType::Shard || it->second->type != WriteItemType::Shard))
       throw UsageError("h5dcp: '" + item.index.fqn + "' appears twice in the state dict");
@@ -133,8 +144,14 @@ GlobalSavePlan create_global_save_plan(const std::vector<SavePlan>& local_plans)
     // Again for planners that skip validate_local_plan: the file would
     // otherwise hold a key cut short at a NUL byte.
     const auto on_rank = " on rank " + std::to_string(rank);
-    for (const auto& [fqn, kind] : local_plans[r].containers) require_storable_key(fqn, on_rank);
-    for (const auto& item : local_plans[r].items) require_storable_key(item.index.fqn, on_rank);
+    for (const auto& [fqn, kind] : local_plans[r].containers) {
+      require_storable_key(fqn, on_rank);
+      require_readable_depth(fqn, on_rank);
+    }
+    for (const auto& item : local_plans[r].items) {
+      require_storable_key(item.index.fqn, on_rank);
+      require_readable_parent(item.index.fqn, on_rank);
+    }
     for (const auto& [fqn, kind] : local_plans[r].containers) {
       const auto [it, inserted] = containers.emplace(fqn, std::make_pair(kind, rank));
       if (!inserted && it->second.first != kind)

@@ -26,6 +26,7 @@
 
 #include "api/checkpoint_session.hpp"
 #include "comm/comm.hpp"
+#include "core/exception_text.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/planner.hpp"
 #include "plan/chunk_geometry.hpp"
@@ -238,7 +239,7 @@ LoadResult load_torch_save_with_stats(StateDict& state_dict, const std::string& 
     try {
       stats.bytes_received += receive(payload, *plan, blocks);
     } catch (const std::exception& e) {
-      if (pending.empty()) pending = e.what();
+      if (pending.empty()) pending = detail::exception_text(e);
     }
   }
   c.all_gather("load:commit", [&] {

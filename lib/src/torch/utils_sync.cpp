@@ -7,6 +7,7 @@
 #include <climits>
 #include <string>
 
+#include "core/exception_text.hpp"
 #include "h5dcp/error.hpp"
 #include "plan/broadcast_buckets.hpp"
 #include "torch/module_sync_internal.hpp"
@@ -41,7 +42,6 @@ at::Tensor slot(const at::Tensor& buffer, std::size_t offset, const at::Tensor& 
       .view(t.sizes());
 }
 
-std::string message_of(const std::exception& e) { return e.what(); }
 
 }  // namespace
 
@@ -98,7 +98,7 @@ std::vector<BroadcastBucket> broadcast_named(const NamedTensors& named, std::siz
     try {
       work();
     } catch (const std::exception& e) {
-      failure = message_of(e);
+      failure = detail::exception_text(e);
     }
   };
   const bool root = comm.is_coordinator();
@@ -109,7 +109,7 @@ std::vector<BroadcastBucket> broadcast_named(const NamedTensors& named, std::siz
       try {
         broadcast_bytes(t.data_ptr(), b.bytes, src, comm.raw());
       } catch (const std::exception& e) {
-        if (failure.empty()) failure = message_of(e);
+        if (failure.empty()) failure = detail::exception_text(e);
       }
       continue;
     }
@@ -124,7 +124,7 @@ std::vector<BroadcastBucket> broadcast_named(const NamedTensors& named, std::siz
     try {
       broadcast_bytes(buffer.data_ptr(), b.bytes, src, comm.raw());
     } catch (const std::exception& e) {
-      if (failure.empty()) failure = message_of(e);
+      if (failure.empty()) failure = detail::exception_text(e);
     }
     if (!root)
       attempt([&] {
