@@ -1,17 +1,31 @@
 // CheckpointManager at 1-4 ranks: retention, the atomic `latest` pointer,
 // a stale or dangling pointer, orphaned partial files, a damaged newest
-// checkpoint, async saves and their failures.
+// checkpoint, async saves and their failures; the directory lock against a
+// second manager, a save that cannot fit on its file system, keys that
+// could not be read back, and LibTorch's backtraces kept out of errors
+// (issue 15).
 
+#include <c10/util/Exception.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "core/durable_file.hpp"
 #include "h5dcp/checkpoint_manager.hpp"
 #include "h5dcp/h5dcp.hpp"
+#include "h5dcp/stateful.hpp"
 #include "test_support.hpp"
 
 namespace h5dcp {
@@ -19,6 +33,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::bitwise_equal;
+
+// The manager's lock file in its directory (never removed).
+const std::string kLock = ".h5dcp-manager.lock";
 
 const std::vector<std::int64_t> kShape{10, 3};
 
@@ -54,6 +71,32 @@ std::string read_text(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The coordinator's pid, on every rank.
+long rank0_pid() {
+  long pid = static_cast<long>(::getpid());
+  MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  return pid;
+}
+
+std::string host_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// The "<host>.<pid>" a temporary file name carries (detail::writer_tag()).
+std::string writer_tag_of(long pid) {
+  const auto own = detail::writer_tag();
+  return own.substr(0, own.rfind('.')) + "." + std::to_string(pid);
+}
+
+// A pid that no process has (the writer of a killed save).
+long dead_pid() {
+  for (long pid = 4000000; pid > 1000; --pid)
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return pid;
+  return -1;
 }
 
 // Rank 0 runs `fn` on the file system; everyone waits for it.
@@ -213,7 +256,8 @@ TEST(CheckpointManager, RemovesOrphanedPartialFilesAtStart) {
   EXPECT_EQ(manager.removed_orphans(),
             (std::vector<std::string>{dir.file(".latest.tmp.4242"),
                                       dir.file(".step-00000002.h5.h5dcp-partial.0123456789abcdef")}));
-  EXPECT_EQ(dir.entries(), (std::vector<std::string>{".hidden", "latest", "notes.txt", "step-00000001.h5", "step-2.h5"}));
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{kLock, ".hidden", "latest", "notes.txt", "step-00000001.h5",
+                                                      "step-2.h5"}));
   EXPECT_EQ(manager.steps(), (std::vector<std::int64_t>{1}));  // "step-2.h5" is not one of its names
   EXPECT_EQ(manager.latest()->step, 1);
 }
@@ -249,7 +293,7 @@ TEST(CheckpointManager, AFailedAsyncSaveIsThrownByWaitOnEveryRankAndPublishesNot
   }
   EXPECT_EQ(manager.steps(), (std::vector<std::int64_t>{1}));
   EXPECT_EQ(read_text(dir.file("latest")), "step-00000001.h5\n");
-  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"latest", "step-00000001.h5"}));  // no partial file left
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{kLock, "latest", "step-00000001.h5"}));  // no partial file left
   // The manager goes on.
   manager.async_save(3, state_at(3));
   manager.wait();
@@ -262,6 +306,310 @@ TEST(CheckpointManager, RanksMustAgreeOnTheDirectory) {
     EXPECT_THROW(CheckpointManager(dir.file("rank" + std::to_string(test::world_rank() % 2))), UsageError);
   }
   EXPECT_THROW(CheckpointManager(dir.path(), Retention{-1, 0}), UsageError);
+}
+
+// --- the directory lock and orphans (issue 15, item 10) ------------------------
+
+TEST(CheckpointManagerOrphans, RemovesThoseWhoseWriterIsGoneOrUnknownButNotALiveOne) {
+  test::TempDir dir;
+  const auto alive = writer_tag_of(rank0_pid());  // the coordinator's own: a plain save of this process
+  const std::string dead = writer_tag_of(dead_pid());
+  const std::vector<std::string> gone{".step-00000003.h5.h5dcp-partial." + dead + ".0123456789abcdef",
+                                      ".step-00000004.h5.h5dcp-partial.other-host.4242.0123456789abcdef",
+                                      ".latest.tmp." + dead};
+  const std::string live = ".step-00000005.h5.h5dcp-partial." + alive + ".0123456789abcdef";
+  on_rank0([&] {
+    for (const auto& name : gone) std::ofstream(dir.file(name)) << "x";
+    std::ofstream(dir.file(live)) << "x";
+  });
+  CheckpointManager manager(dir.path());
+  std::vector<std::string> removed;
+  for (const auto& name : gone) removed.push_back(dir.file(name));
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(manager.removed_orphans(), removed);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{kLock, live}));
+}
+
+TEST(CheckpointManagerOrphans, ASaveRemovesOnlyPartialFilesOfItsPathWhoseWriterIsGone) {
+  test::TempDir dir;
+  CheckpointManager manager(dir.path());
+  const auto partial = [&](const std::string& writer) {
+    return ".step-00000003.h5.h5dcp-partial." + writer + ".00000000deadbeef";
+  };
+  const auto alive = partial(writer_tag_of(rank0_pid()));
+  const auto elsewhere = partial("other-host.4242");  // another node's save: it may still run
+  on_rank0([&] {
+    for (const auto& name : {partial(writer_tag_of(dead_pid())), alive, elsewhere}) std::ofstream(dir.file(name)) << "x";
+  });
+  manager.save(3, state_at(3));
+  std::vector<std::string> expected{kLock, alive, elsewhere, "latest", "step-00000003.h5"};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(dir.entries(), expected);
+}
+
+// Whether another process can take the fcntl() lock of `lock_file` now, and
+// what its holder wrote into it. Forks: the child only makes system calls.
+std::pair<bool, std::string> probe_lock_from_another_process(const std::string& lock_file) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return {false, "pipe failed"};
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    const int fd = ::open(lock_file.c_str(), O_RDWR);
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    char report[300] = {};
+    report[0] = fd >= 0 && ::fcntl(fd, F_SETLK, &lock) == 0 ? 'L' : 'H';  // locked it / held by another
+    const auto n = fd >= 0 ? ::pread(fd, report + 1, sizeof report - 2, 0) : 0;
+    (void)!::write(pipe_fds[1], report, 1 + static_cast<std::size_t>(n > 0 ? n : 0));
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  char report[300] = {};
+  const auto n = ::read(pipe_fds[0], report, sizeof report);
+  ::close(pipe_fds[0]);
+  ::waitpid(child, nullptr, 0);
+  if (n <= 0) return {false, "no report"};
+  return {report[0] == 'L', std::string(report + 1, static_cast<std::size_t>(n - 1))};
+}
+
+TEST(CheckpointManagerLock, ASecondManagerInTheSameProcessIsRefusedAndTheFirstKeepsItsLock) {
+  test::TempDir dir;
+  const auto pid = rank0_pid();
+  std::optional<CheckpointManager> first(std::in_place, dir.path());
+  first->save(1, state_at(1));
+  // The first manager's save in progress on another node.
+  const std::string in_progress = ".step-00000002.h5.h5dcp-partial.other-host.4242.0123456789abcdef";
+  on_rank0([&] { std::ofstream(dir.file(in_progress)) << "x"; });
+  // Another spelling of the same directory: the lock file is the same file.
+  const auto e = test::expect_checkpoint_error([&] { CheckpointManager second(dir.path() + "/."); });
+  EXPECT_EQ(e.step(), "checkpoint-manager:start");
+  ASSERT_EQ(e.failures().size(), 1u);
+  EXPECT_EQ(e.failures().count(0), 1u);
+  EXPECT_EQ(e.failures().begin()->second,
+            "h5dcp: checkpoint directory '" + dir.path() + "/.' is in use by another CheckpointManager of this "
+            "process (lock held by pid " + std::to_string(pid) + " on host " + host_name() +
+            "); one manager (one job) at a time per directory");
+  on_rank0([&] {
+    EXPECT_TRUE(fs::exists(dir.file(in_progress))) << "the refused manager removed a save in progress";
+    // The refused manager did not drop the first one's lock (closing any
+    // descriptor of a file drops the process's fcntl() locks on it).
+    const auto [locked, holder] = probe_lock_from_another_process(dir.file(kLock));
+    EXPECT_FALSE(locked);
+    EXPECT_EQ(holder, "pid " + std::to_string(pid) + " on host " + host_name() + "\n");
+  });
+  first.reset();  // releases the directory
+  on_rank0([&] { EXPECT_TRUE(probe_lock_from_another_process(dir.file(kLock)).first); });
+  CheckpointManager again(dir.path());
+  EXPECT_EQ(again.latest()->step, 1);
+  EXPECT_EQ(again.removed_orphans(), std::vector<std::string>{dir.file(in_progress)});  // its writer is gone now
+}
+
+TEST(CheckpointManagerLock, ASecondJobIsRefusedOnEveryRankAndRemovesNothing) {
+  test::TempDir dir;
+  { CheckpointManager first(dir.path()); }  // the lock file exists
+  const std::string in_progress = ".step-00000007.h5.h5dcp-partial.other-host.4242.0123456789abcdef";
+  // Rank 0 starts "another job": a process that holds the directory's lock
+  // as a manager does, until told to go.
+  int go[2] = {-1, -1};
+  int ready[2] = {-1, -1};
+  pid_t other_job = -1;
+  if (test::world_rank() == 0) {
+    std::ofstream(dir.file(in_progress)) << "x";
+    // No ASSERT on one rank here: the others would wait in the next collective.
+    EXPECT_EQ(::pipe(go), 0);
+    EXPECT_EQ(::pipe(ready), 0);
+    const auto lock_file = dir.file(kLock);
+    const auto host = host_name();
+    other_job = ::fork();
+    if (other_job == 0) {
+      ::close(go[1]);  // or the read below never sees the end of the pipe
+      ::close(ready[0]);
+      const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT, 0644);
+      struct flock lock {};
+      lock.l_type = F_WRLCK;
+      lock.l_whence = SEEK_SET;
+      if (fd < 0 || ::fcntl(fd, F_SETLK, &lock) != 0) ::_exit(1);
+      char text[300];
+      const int n = std::snprintf(text, sizeof text, "pid %d on host %s\n", static_cast<int>(::getpid()), host.c_str());
+      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text, static_cast<std::size_t>(n), 0) != n) ::_exit(1);
+      (void)!::write(ready[1], "r", 1);
+      char byte;
+      (void)!::read(go[0], &byte, 1);  // until rank 0 closes the pipe
+      ::_exit(0);
+    }
+    ::close(go[0]);
+    ::close(ready[1]);
+    char byte = 0;
+    EXPECT_EQ(::read(ready[0], &byte, 1), 1) << "the other job did not take the lock";
+  }
+  long other_pid = static_cast<long>(other_job);
+  MPI_Bcast(&other_pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+
+  const auto e = test::expect_checkpoint_error([&] { CheckpointManager second(dir.path()); });
+  EXPECT_EQ(e.step(), "checkpoint-manager:start");
+  EXPECT_EQ(e.failures().size(), 1u);
+  EXPECT_EQ(e.failures().count(0), 1u);
+  EXPECT_NE(std::string(e.what()).find("h5dcp: checkpoint directory '" + dir.path() +
+                                       "' is in use by another job (lock held by pid " + std::to_string(other_pid) +
+                                       " on host " + host_name() + ")"),
+            std::string::npos)
+      << e.what();
+  on_rank0([&] { EXPECT_TRUE(fs::exists(dir.file(in_progress))) << "the second job removed the first one's save"; });
+
+  if (test::world_rank() == 0) {  // the other job ends
+    ::close(go[1]);
+    ::close(ready[0]);
+    int status = -1;
+    ::waitpid(other_job, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  CheckpointManager after(dir.path());
+  EXPECT_EQ(after.removed_orphans(), std::vector<std::string>{dir.file(in_progress)});
+}
+
+// --- a save that cannot fit (issue 15, item 11) -------------------------------
+
+// A tmpfs of `mib` MiB mounted at `path` by rank 0 for the test's lifetime;
+// mounted() is false (on every rank) where mounting is not permitted.
+class SmallFileSystem {
+ public:
+  SmallFileSystem(const std::string& path, int mib) : path_(path) {
+    int ok = 0;
+    if (test::world_rank() == 0) {
+      fs::create_directories(path);
+      ok = ::mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + std::to_string(mib) + "m").c_str()) == 0;
+    }
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    mounted_ = ok != 0;
+  }
+  ~SmallFileSystem() {
+    if (mounted_ && test::world_rank() == 0) ::umount2(path_.c_str(), MNT_DETACH);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  bool mounted() const { return mounted_; }
+  std::int64_t available() const {
+    struct statvfs s {};
+    ::statvfs(path_.c_str(), &s);
+    return static_cast<std::int64_t>(s.f_bavail * s.f_frsize);
+  }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
+TEST(CheckpointManagerSpace, ASaveThatCannotFitIsRefusedBeforeFillingTheDisk) {
+  test::TempDir dir;
+  const auto small = dir.file("small");
+  SmallFileSystem disk(small, 8);
+  if (!disk.mounted()) GTEST_SKIP() << "mounting a tmpfs needs root (CAP_SYS_ADMIN)";
+  {
+    CheckpointManager manager(small);
+    manager.save(1, state_at(1));
+    const auto free_before = disk.available();
+    auto big = state_at(2);
+    big["big"] = at::zeros({8 << 20}, at::kFloat);  // 32 MiB, on an 8 MiB file system
+    const auto e = test::expect_checkpoint_error([&] { manager.save(2, big); });
+    EXPECT_EQ(e.step(), "save:reserve");
+    ASSERT_EQ(e.failures().count(0), 1u) << e.what();
+    const auto& message = e.failures().at(0);
+    const std::string head = "h5dcp: not enough free space for '" + small + "/step-00000002.h5': the checkpoint needs ";
+    EXPECT_EQ(message.substr(0, head.size()), head) << message;
+    EXPECT_NE(message.find(" available; nothing was written (the previous checkpoint is untouched)"), std::string::npos)
+        << message;
+    // Nothing was allocated and nothing is left (once the coordinator has
+    // removed the temporary file); step 1 is intact.
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_GE(disk.available(), free_before);
+    EXPECT_EQ(manager.steps(), (std::vector<std::int64_t>{1}));
+    EXPECT_EQ(read_text(small + "/latest"), "step-00000001.h5\n");
+    auto loaded = zeros_like(state_at(1));
+    EXPECT_EQ(manager.load(loaded)->step, 1);
+    EXPECT_TRUE(same_state(loaded, state_at(1)));
+    MPI_Barrier(MPI_COMM_WORLD);
+    on_rank0([&] {
+      std::vector<std::string> names;
+      for (const auto& entry : fs::directory_iterator(small)) names.push_back(entry.path().filename().string());
+      std::sort(names.begin(), names.end());
+      EXPECT_EQ(names, (std::vector<std::string>{kLock, "latest", "step-00000001.h5"}));
+    });
+  }
+}
+
+// --- keys that could not be read back as themselves (issue 15, item 9) --------
+
+TEST(CheckpointManagerKeys, ANulByteInAKeyIsRefusedOnEveryRankBeforeAnyFileExists) {
+  using namespace std::string_literals;
+  test::TempDir dir;
+  CheckpointManager manager(dir.path());
+  manager.save(1, state_at(1));
+  auto state = state_at(2);
+  state["model"] = StateDict{{"emb\0ed"s, at::zeros({2})}};
+  const auto e = test::expect_checkpoint_error([&] { manager.save(2, state); });
+  EXPECT_EQ(e.step(), "save:plan");
+  EXPECT_EQ(e.failures().size(), static_cast<std::size_t>(test::world_size()));  // every rank holds the key
+  for (const auto& [rank, message] : e.failures())
+    EXPECT_EQ(message,
+              "h5dcp: the key 'model/emb\\x00ed' holds a NUL byte: keys must be valid UTF-8 without NUL bytes (as "
+              "the str keys of torch.save files are), or they could not be read back as the same key")
+        << "rank " << rank;
+  EXPECT_EQ(manager.steps(), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{kLock, "latest", "step-00000001.h5"}));
+}
+
+TEST(CheckpointManagerKeys, AKeyThatIsNotUtf8OnOneRankIsNamedWithThatRank) {
+  test::TempDir dir;
+  CheckpointManager manager(dir.path());
+  const int last = test::world_size() - 1;
+  auto state = state_at(1);
+  if (test::world_rank() == last) state["opt\xff"] = std::int64_t{1};
+  const auto e = test::expect_checkpoint_error([&] { manager.save(1, state); });
+  EXPECT_EQ(e.step(), "save:plan");
+  ASSERT_EQ(e.failures().size(), 1u);
+  EXPECT_EQ(e.failures().count(last), 1u);
+  EXPECT_EQ(e.failures().begin()->second.substr(0, 48), "h5dcp: the key 'opt\\xff' is not valid UTF-8: key");
+  EXPECT_TRUE(manager.steps().empty());
+}
+
+TEST(CheckpointManagerKeys, ConvertingATorchSaveFileWithANulKeyIsRefused) {
+  using namespace std::string_literals;
+  test::TempDir dir;
+  const auto src = dir.file("nul.pt");
+  const auto dst = dir.file("nul.h5");
+  on_rank0([&] { write_torch_save(StateDict{{"emb\0ed"s, at::ones({3})}, {"ok", at::ones({2})}}, src); });
+  const auto e = test::expect_checkpoint_error([&] { torch_save_to_checkpoint(src, dst); });
+  EXPECT_EQ(e.step(), "save:plan");
+  ASSERT_FALSE(e.failures().empty());
+  for (const auto& [rank, message] : e.failures())
+    EXPECT_NE(message.find("the key 'emb\\x00ed' holds a NUL byte"), std::string::npos) << "rank " << rank << ": " << message;
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"nul.pt"});
+}
+
+// --- LibTorch's backtraces stay out of h5dcp's errors (issue 15, item 11) ---
+
+class BrokenState final : public Stateful {
+ public:
+  StateDict state_dict() override {
+    TORCH_CHECK(false, "deliberately broken state");
+    return {};
+  }
+  void load_state_dict(const StateDict&) override {}
+};
+
+TEST(CheckpointManagerErrors, ALibTorchErrorIsReportedWithoutItsBacktrace) {
+  test::TempDir dir;
+  CheckpointManager manager(dir.path());
+  StateDict state{{"broken", std::make_shared<BrokenState>()}};
+  const auto e = test::expect_checkpoint_error([&] { manager.save(1, state); });
+  EXPECT_EQ(e.failures().size(), static_cast<std::size_t>(test::world_size()));
+  for (const auto& [rank, message] : e.failures()) {
+    EXPECT_NE(message.find("deliberately broken state"), std::string::npos) << message;
+    EXPECT_EQ(message.find("Exception raised from"), std::string::npos) << message;
+    EXPECT_EQ(message.find("frame #"), std::string::npos) << message;
+  }
 }
 
 }  // namespace

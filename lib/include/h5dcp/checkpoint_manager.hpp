@@ -22,11 +22,21 @@
 //   damaged or removed by hand; a newer complete checkpoint always wins, and
 //   a damaged one is skipped with a warning (on the coordinator's stderr,
 //   and in last_scan()).
+// - One job at a time: a manager holds a lock on DIR for its lifetime (an
+//   fcntl() lock on DIR/.h5dcp-manager.lock, taken by the coordinator; it
+//   works on NFS, and on Lustre mounted with flock). A second manager on the
+//   same DIR, in another job or in the same process, is refused with a
+//   CheckpointError on every rank: "h5dcp: checkpoint directory 'DIR' is in
+//   use by another job (lock held by pid N on host H)". The lock goes with
+//   the manager (its destructor) or its process (a killed job holds none).
+//   Where the file system has no fcntl() locks, a warning says so and the
+//   manager goes on without one.
 // - Orphans: a save killed mid-way (kill -9, node loss) leaves its temporary
-//   ".<name>.h5dcp-partial.<random>" file behind. Making a manager removes
-//   every such file in DIR, and leftover temporary `latest` files: nothing of
-//   this job is saving yet. The directory therefore belongs to one job at a
-//   time: two jobs saving into the same DIR concurrently are not supported.
+//   ".<name>.h5dcp-partial.<host>.<pid>.<random>" file behind. Making a
+//   manager, once it holds the lock, removes every such file in DIR, and
+//   leftover temporary `latest` files, except those whose writer still runs
+//   on this host (a plain h5dcp::save into DIR); each save removes those of
+//   its own path whose writer (same host) is gone.
 //
 // Collective operations (every rank of the communicator calls them, in the
 // same order, with the same arguments): the constructor, save, async_save,
@@ -91,14 +101,17 @@ struct CheckpointScan {
 class CheckpointManager {
  public:
   /// Collective over `comm` (duplicates it). Creates `directory` (and its
-  /// parents) when missing and removes orphaned partial files of crashed
-  /// saves and temporary `latest` files (names in removed_orphans()).
-  /// Throws CheckpointError on every rank when the directory cannot be made
-  /// or cleaned; UsageError when ranks pass different directories.
+  /// parents, each new one made durable by an fsync of its parent) when
+  /// missing, locks it, and removes orphaned partial files of crashed saves
+  /// and temporary `latest` files (names in removed_orphans()). Throws
+  /// CheckpointError on every rank when the directory cannot be made, is in
+  /// use by another manager (another job, or this process), or cannot be
+  /// cleaned; UsageError when ranks pass different directories.
   explicit CheckpointManager(std::string directory, Retention retention = {}, MPI_Comm comm = MPI_COMM_WORLD,
                              ManagerOptions options = {});
   /// Waits for the save in flight and publishes it (errors are printed, not
-  /// thrown). Every rank must destroy its manager, before MPI_Finalize.
+  /// thrown), then releases the directory lock. Every rank must destroy its
+  /// manager, before MPI_Finalize.
   ~CheckpointManager();
   CheckpointManager(const CheckpointManager&) = delete;
   CheckpointManager& operator=(const CheckpointManager&) = delete;

@@ -12,15 +12,40 @@ namespace h5dcp::detail {
 /// What marks a hidden sibling as a partial (or retired) file of a save.
 inline constexpr std::string_view kPartialMarker = ".h5dcp-partial.";
 
-/// A fresh name in the directory of `path`: ".<name>.h5dcp-partial.<random>".
-/// Readers never open such a name: they open `path`. Throws IoError when the
-/// directory does not exist or is not writable.
+/// A fresh name in the directory of `path`:
+/// ".<name>.h5dcp-partial.<host>.<pid>.<random>", naming the process that
+/// writes it (writer_of_temporary), or ".<name>.h5dcp-partial.<random>" when
+/// that would make the name longer than a file name may be. Readers never
+/// open such a name: they open `path`. Throws IoError when the directory
+/// does not exist or is not writable.
 std::string temporary_sibling(const std::string& path);
 
+/// Whether the process that wrote a temporary file (by its file name) still
+/// runs: Alive and Gone only for a writer on this host (same host name; its
+/// pid is alive, or is this process); Unknown for another host's writer or a
+/// name without a writer (older versions, very long names).
+enum class WriterState { Alive, Gone, Unknown };
+WriterState writer_of_temporary(std::string_view file_name);
+/// The same for a writer tag "<host>.<pid>" (writer_tag()).
+WriterState writer_state(std::string_view tag);
+
+/// The "<host>.<pid>" that temporary_sibling and other temporary names of
+/// this process carry.
+std::string writer_tag();
+
 /// Removes what earlier saves to `path` left behind when they died (killed
-/// ranks never clean up): every temporary_sibling of `path`. Only one save
-/// to a path may run at a time. Returns how many were removed; never throws.
+/// ranks never clean up): every temporary_sibling of `path` whose writer is
+/// Gone. One whose writer may still run (another job saving to the same
+/// path, on this host or another) is left alone: whoever holds the
+/// directory (CheckpointManager's lock) removes the Unknown ones. Returns
+/// how many were removed; never throws.
 int remove_partial_siblings(const std::string& path) noexcept;
+
+/// Creates `dir` and its missing parents (like mkdir -p) and fsync()s the
+/// parent of each directory it created, so that a checkpoint published in a
+/// new directory survives a crash with the directory entries leading to it.
+/// Throws IoError.
+void create_directories_durably(const std::string& dir);
 
 /// fsync()s the file at `path`. Throws IoError with errno's text.
 void fsync_file(const std::string& path);
@@ -41,7 +66,12 @@ inline constexpr std::int64_t kBackgroundRemovalBytes = 16 << 20;
 /// Makes the file system set aside the first `bytes` of `path` now
 /// (posix_fallocate), so that a full disk fails here, before any data is
 /// written, rather than in the middle of a collective write. A file system
-/// that cannot reserve space is left alone. Throws IoError (e.g. ENOSPC).
+/// that cannot reserve space is left alone. First, when the space still to
+/// allocate is more than the file system has available to this user
+/// (statvfs f_bavail), throws IoError without allocating anything: reserving
+/// would fill a shared disk to the brim before failing (and glibc's fallback
+/// for file systems without fallocate writes zeros until it does). Throws
+/// IoError (e.g. ENOSPC).
 void reserve_space(const std::string& path, std::int64_t bytes);
 
 /// Writes all `size` bytes of `data` to `fd`, going on after short writes

@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,9 +21,9 @@
 #include <cstdio>
 #include <cstring>
 #include <chrono>
-#include <filesystem>
+#include <mutex>
+#include <set>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 #include "comm/comm.hpp"
@@ -39,6 +40,10 @@ constexpr std::string_view kPrefix = "step-";
 constexpr std::string_view kSuffix = ".h5";
 constexpr const char* kPointer = "latest";
 constexpr std::string_view kPointerTemp = ".latest.tmp.";
+// The directory lock's file: fcntl() locks work on NFS and Lustre (with its
+// flock mount option), unlike flock() on some of them. Never removed: a
+// file nobody holds a lock on is no lock.
+constexpr const char* kLockFile = ".h5dcp-manager.lock";
 
 std::string file_name_for(std::int64_t step) {
   char digits[32];
@@ -90,6 +95,134 @@ bool is_orphan(const std::string& name) {
   return name.find(detail::kPartialMarker) != std::string::npos || name.compare(0, kPointerTemp.size(), kPointerTemp) == 0;
 }
 
+// Whether the process that wrote the temporary file `name` may still run.
+detail::WriterState writer_of(const std::string& name) {
+  if (name.compare(0, kPointerTemp.size(), kPointerTemp) == 0)
+    return detail::writer_state(std::string_view(name).substr(kPointerTemp.size()));
+  return detail::writer_of_temporary(name);
+}
+
+// Which orphans to remove: with the directory locked no other manager uses
+// it, so everything but a temporary file whose writer provably still runs
+// (a plain h5dcp::save into the directory on this host); without the lock,
+// only those whose writer is provably gone.
+bool may_remove(const std::string& name, bool locked) {
+  const auto writer = writer_of(name);
+  return locked ? writer != detail::WriterState::Alive : writer == detail::WriterState::Gone;
+}
+
+// The directory lock of a manager: an fcntl() write lock on DIR/kLockFile,
+// held by the coordinator for the manager's lifetime. fcntl() locks belong
+// to the process (a second lock of the same process succeeds, and closing
+// any descriptor of the file drops them), so the managers of this process
+// are also tracked here, by the lock file's device and inode, and the file
+// is never opened while this process holds it.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::string& dir) : path_(dir + "/" + kLockFile) {
+    std::lock_guard<std::mutex> guard(mutex());
+    struct stat info {};
+    if (::stat(path_.c_str(), &info) == 0 && held().count(key_of(info)) != 0) throw in_use(dir, "this process");
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw_errno("cannot open the lock file '" + path_ + "'", errno);
+    if (::fstat(fd_, &info) != 0) {
+      const int error = errno;
+      ::close(fd_);
+      throw_errno("cannot stat the lock file '" + path_ + "'", error);
+    }
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    if (::fcntl(fd_, F_SETLK, &lock) != 0) {
+      const int error = errno;
+      if (error == EACCES || error == EAGAIN) {
+        const auto holder = holder_of(fd_);
+        ::close(fd_);  // this process holds no lock on the file: closing drops nothing
+        throw in_use(dir, "another job", holder);
+      }
+      if (error != ENOLCK && error != EOPNOTSUPP && error != ENOSYS && error != EINVAL) {
+        ::close(fd_);
+        throw_errno("cannot lock '" + path_ + "'", error);
+      }
+      // A file system without fcntl() locks (Lustre mounted without flock):
+      // go on as before locks, but say so.
+      std::fprintf(stderr,
+                   "h5dcp: warning: checkpoint manager: cannot lock '%s' (%s): a second job on '%s' would not be "
+                   "detected\n",
+                   path_.c_str(), std::strerror(error), dir.c_str());
+      locked_ = false;
+    } else {
+      locked_ = true;
+      record_holder();
+    }
+    key_ = key_of(info);
+    held().insert(key_);
+  }
+
+  ~DirectoryLock() {
+    std::lock_guard<std::mutex> guard(mutex());
+    held().erase(key_);
+    ::close(fd_);  // releases the lock
+  }
+
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+  /// False on a file system without fcntl() locks.
+  bool locked() const noexcept { return locked_; }
+
+ private:
+  using Key = std::pair<dev_t, ino_t>;
+  static Key key_of(const struct stat& info) { return {info.st_dev, info.st_ino}; }
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::set<Key>& held() {
+    static std::set<Key> keys;
+    return keys;
+  }
+
+  static std::string holder_text() {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
+    return "pid " + std::to_string(::getpid()) + " on host " + host;
+  }
+
+  // Who holds the lock, as its holder wrote it into the file (the pid that
+  // F_GETLK reports is the holder's own only on a local file system).
+  static std::string holder_of(int fd) {
+    char text[300] = {};
+    const auto n = ::pread(fd, text, sizeof text - 1, 0);
+    std::string holder(text, n > 0 ? static_cast<std::size_t>(n) : 0);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+    if (holder.rfind("pid ", 0) == 0 && holder.find_first_of("\n") == std::string::npos) return holder;
+    struct flock probe {};
+    probe.l_type = F_WRLCK;
+    probe.l_whence = SEEK_SET;
+    if (::fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK && probe.l_pid > 0)
+      return "pid " + std::to_string(probe.l_pid) + " on an unknown host";
+    return "an unknown process";
+  }
+
+  // For the message of a job refused by this lock; informative only.
+  void record_holder() {
+    const auto text = holder_text() + "\n";
+    if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, text.data(), text.size(), 0);
+  }
+
+  static IoError in_use(const std::string& dir, const std::string& by, const std::string& holder = holder_text()) {
+    return IoError("h5dcp: checkpoint directory '" + dir + "' is in use by " +
+                   (by == "this process" ? "another CheckpointManager of this process" : by) + " (lock held by " +
+                   holder + "); one manager (one job) at a time per directory");
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  bool locked_ = false;
+  Key key_{};
+};
+
 std::optional<std::string> read_pointer(const std::string& dir) {
   const auto path = dir + "/" + kPointer;
   std::FILE* f = std::fopen(path.c_str(), "rb");
@@ -108,7 +241,7 @@ std::optional<std::string> read_pointer(const std::string& dir) {
 // `latest` := name, atomically and durably: a temporary file written and
 // fsync'd, renamed over `latest`, and the directory fsync'd.
 void write_pointer(const std::string& dir, const std::string& name) {
-  const auto temp = dir + "/" + std::string(kPointerTemp) + std::to_string(::getpid());
+  const auto temp = dir + "/" + std::string(kPointerTemp) + detail::writer_tag();
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_errno("cannot create '" + temp + "'", errno);
   const std::string text = name + "\n";
@@ -159,6 +292,7 @@ struct CheckpointManager::Impl {
   std::optional<SaveResult> finished;
   std::exception_ptr save_failure;    // the same on every rank
   std::string publish_failure;        // the coordinator's only
+  std::unique_ptr<DirectoryLock> lock;  // the coordinator's only
 
   Impl(MPI_Comm c, ManagerOptions o) : user_comm(c), comm(c, o.coordinator), options(std::move(o)) {}
 };
@@ -176,13 +310,14 @@ CheckpointManager::CheckpointManager(std::string directory, Retention retention,
   if (retention_.keep_last < 0 || retention_.keep_every < 0)
     throw UsageError("h5dcp: Retention::keep_last and keep_every must be >= 0");
   const auto removed = c.broadcast("checkpoint-manager:start", [&] {
-    std::error_code error;
-    std::filesystem::create_directories(directory_, error);
-    if (error) throw IoError("h5dcp: checkpoint manager: cannot create '" + directory_ + "': " + error.message());
+    detail::create_directories_durably(directory_);
+    // Before anything in the directory is touched: a second job's manager
+    // must not remove the first one's save in progress.
+    impl_->lock = std::make_unique<DirectoryLock>(directory_);
     detail::ByteWriter out;
     std::vector<std::string> orphans;
     for (const auto& name : list_names(directory_))
-      if (is_orphan(name)) orphans.push_back(directory_ + "/" + name);
+      if (is_orphan(name) && may_remove(name, impl_->lock->locked())) orphans.push_back(directory_ + "/" + name);
     out.put<std::uint64_t>(orphans.size());
     for (const auto& path : orphans) {
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno("cannot remove '" + path + "'", errno);
@@ -213,6 +348,7 @@ CheckpointManager::~CheckpointManager() {
       std::fprintf(stderr, "h5dcp: checkpoint manager: %s\n", impl.publish_failure.c_str());
   }
   impl.saver.reset();  // waits for nothing: no save is in flight any more
+  impl.lock.reset();   // the directory is free for the next manager
 }
 
 std::string CheckpointManager::path_for(std::int64_t step) const { return directory_ + "/" + file_name_for(step); }
