@@ -339,7 +339,8 @@ TEST(CheckpointManagerOrphans, ASaveRemovesOnlyPartialFilesOfItsPathWhoseWriterI
   const auto alive = partial(writer_tag_of(rank0_pid()));
   const auto elsewhere = partial("other-host.4242");  // another node's save: it may still run
   on_rank0([&] {
-    for (const auto& name : {partial(writer_tag_of(dead_pid())), alive, elsewhere}) std::ofstream(dir.file(name)) << "x";
+    for (const auto& name : {partial(writer_tag_of(dead_pid())), alive, elsewhere})
+      std::ofstream(dir.file(name)) << "x";
   });
   manager.save(3, state_at(3));
   std::vector<std::string> expected{kLock, alive, elsewhere, "latest", "step-00000003.h5"};
@@ -516,7 +517,9 @@ TEST(CheckpointManagerSpace, ASaveThatCannotFitIsRefusedBeforeFillingTheDisk) {
     EXPECT_EQ(e.step(), "save:reserve");
     ASSERT_EQ(e.failures().count(0), 1u) << e.what();
     const auto& message = e.failures().at(0);
-    const std::string head = "h5dcp: not enough free space for '" + small + "/step-00000002.h5': the checkpoint needs ";
+    const std::string head =
+        "h5dcp: not enough free space for '" + small +
+        "/step-00000002.h5' (No space left on device): the checkpoint needs ";
     EXPECT_EQ(message.substr(0, head.size()), head) << message;
     EXPECT_NE(message.find(" available; nothing was written (the previous checkpoint is untouched)"), std::string::npos)
         << message;
@@ -584,7 +587,8 @@ TEST(CheckpointManagerKeys, ConvertingATorchSaveFileWithANulKeyIsRefused) {
   EXPECT_EQ(e.step(), "save:plan");
   ASSERT_FALSE(e.failures().empty());
   for (const auto& [rank, message] : e.failures())
-    EXPECT_NE(message.find("the key 'emb\\x00ed' holds a NUL byte"), std::string::npos) << "rank " << rank << ": " << message;
+    EXPECT_NE(message.find("the key 'emb\\x00ed' holds a NUL byte"), std::string::npos)
+        << "rank " << rank << ": " << message;
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"nul.pt"});
 }
 

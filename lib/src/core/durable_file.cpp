@@ -50,7 +50,8 @@ bool is_digits(std::string_view s) {
 }
 
 bool is_random_suffix(std::string_view s) {
-  return s.size() == 16 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return s.size() == 16 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
 }
 
 std::string human_bytes(std::int64_t bytes) {
@@ -229,7 +230,8 @@ void require_free_space(int fd, const std::string& path, std::int64_t bytes) {
   const auto max_blocks = static_cast<std::uint64_t>(INT64_MAX) / frsize;
   const auto available = static_cast<std::int64_t>(std::min<std::uint64_t>(fs.f_bavail, max_blocks) * frsize);
   if (to_allocate <= available) return;
-  throw IoError("h5dcp: not enough free space for '" + published_path_of(path) + "': the checkpoint needs " + human_bytes(bytes) +
+  throw IoError("h5dcp: not enough free space for '" + published_path_of(path) + "' (" + std::strerror(ENOSPC) +
+                "): the checkpoint needs " + human_bytes(bytes) +
                 ", the file system has " + human_bytes(available) +
                 " available; nothing was written (the previous checkpoint is untouched)");
 }
