@@ -330,6 +330,31 @@ TEST(CheckpointManagerOrphans, RemovesThoseWhoseWriterIsGoneOrUnknownButNotALive
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{kLock, live}));
 }
 
+// A killed job's ranks stay zombies until init reaps them (their mpiexec was
+// killed too), which may be after the next job starts: kill(pid, 0) still
+// answers for a zombie, yet its save will never finish.
+TEST(CheckpointManagerOrphans, AZombieWriterIsGone) {
+  test::TempDir dir;
+  pid_t zombie = -1;
+  std::string name;
+  on_rank0([&] {
+    zombie = ::fork();
+    if (zombie == 0) ::_exit(0);
+    siginfo_t info{};
+    ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);  // exited, not reaped
+    ASSERT_EQ(::kill(zombie, 0), 0);
+    name = ".step-00000007.h5.h5dcp-partial." + writer_tag_of(zombie) + ".0123456789abcdef";
+    std::ofstream(dir.file(name)) << "x";
+    EXPECT_EQ(detail::writer_of_temporary(name), detail::WriterState::Gone);
+  });
+  CheckpointManager manager(dir.path());
+  if (test::world_rank() == 0) {
+    EXPECT_EQ(manager.removed_orphans(), std::vector<std::string>{dir.file(name)});
+    ::waitpid(zombie, nullptr, 0);
+  }
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{kLock});
+}
+
 TEST(CheckpointManagerOrphans, ASaveRemovesOnlyPartialFilesOfItsPathWhoseWriterIsGone) {
   test::TempDir dir;
   CheckpointManager manager(dir.path());

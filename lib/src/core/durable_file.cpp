@@ -61,6 +61,24 @@ std::string human_bytes(std::int64_t bytes) {
   return text;
 }
 
+// Whether `pid` has exited but is not reaped yet: a zombie still answers
+// kill(pid, 0), and the ranks of a job killed with its mpiexec stay zombies
+// until init reaps them, which may be after the next job starts. Linux's
+// /proc tells; elsewhere no process counts as one.
+bool is_zombie(pid_t pid) {
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[512];
+  const auto n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  // "pid (comm) S ...": the state follows the last ')' (comm may hold any byte).
+  const std::string_view stat(text, static_cast<std::size_t>(n));
+  const auto paren = stat.rfind(')');
+  return paren != std::string_view::npos && paren + 2 < stat.size() &&
+         (stat[paren + 2] == 'Z' || stat[paren + 2] == 'X');
+}
+
 }  // namespace
 
 std::string writer_tag() { return host_for_names() + "." + std::to_string(::getpid()); }
@@ -71,7 +89,8 @@ WriterState writer_state(std::string_view tag) {
   if (tag.substr(0, dot) != host_for_names()) return WriterState::Unknown;
   const auto pid = static_cast<pid_t>(std::stoll(std::string(tag.substr(dot + 1))));
   if (pid <= 0) return WriterState::Unknown;
-  if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM) return WriterState::Alive;
+  if (pid == ::getpid()) return WriterState::Alive;
+  if (::kill(pid, 0) == 0 || errno == EPERM) return is_zombie(pid) ? WriterState::Gone : WriterState::Alive;
   return errno == ESRCH ? WriterState::Gone : WriterState::Unknown;
 }
 

@@ -22,7 +22,7 @@ std::string temporary_sibling(const std::string& path);
 
 /// Whether the process that wrote a temporary file (by its file name) still
 /// runs: Alive and Gone only for a writer on this host (same host name; its
-/// pid is alive, or is this process); Unknown for another host's writer or a
+/// pid is alive and not a zombie, or is this process); Unknown for another host's writer or a
 /// name without a writer (older versions, very long names).
 enum class WriterState { Alive, Gone, Unknown };
 WriterState writer_of_temporary(std::string_view file_name);
