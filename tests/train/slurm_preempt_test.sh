@@ -77,6 +77,10 @@ else
   echo "munge: started munged (pid $(cat /run/munge/munged.pid))"
 fi
 
+# No "producer | grep -q" under pipefail below: grep -q exits at its first match,
+# the producer may then die of SIGPIPE and the pipeline fail although it matched
+# (this failed a CI run: "the job did not complete" for a COMPLETED job).
+
 # Slurm: the configuration of ../shared/local-slurm, in $tmp, on two free
 # ports (not 6817/6818: another Slurm, or another run of this test, may be up).
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -94,7 +98,7 @@ slurmctld -D -f "$SLURM_CONF" >"$tmp/log/slurmctld.out" 2>&1 &
 ctld=$!
 slurmd -D -f "$SLURM_CONF" >"$tmp/log/slurmd.out" 2>&1 &
 slurmd=$!
-node_idle() { sinfo -h -o %t 2>/dev/null | grep -q idle; }
+node_idle() { grep -q idle <<<"$(sinfo -h -o %t 2>/dev/null)"; }
 if ! wait_for node_idle; then
   tail -n 20 "$tmp"/log/*
   fail "Slurm did not come up (no idle node after $(elapsed), budget ${budget}s)"
@@ -115,10 +119,10 @@ echo "scancel --batch --signal=USR1 $job (at $(elapsed))"
 scancel --batch --signal=USR1 "$job"
 
 # 3. Requeued, then finished.
-requeued() { scontrol show job "$job" | grep -q 'Restarts=1'; }
+requeued() { grep -q 'Restarts=1' <<<"$(scontrol show job "$job")"; }
 wait_for requeued || { cat "$out"; fail "the job was not requeued (at $(elapsed), budget ${budget}s)"; }
 echo "requeued at $(elapsed)"
-job_gone() { ! squeue -h -j "$job" 2>/dev/null | grep -q .; }
+job_gone() { [ -z "$(squeue -h -j "$job" 2>/dev/null)" ]; }
 wait_for job_gone || { cat "$out"; scancel "$job"; fail "the job did not finish (at $(elapsed), budget ${budget}s)"; }
 info=$(scontrol show job "$job")
 echo "--- job output"
@@ -126,8 +130,8 @@ cat "$out"
 echo "---"
 if grep -q "HDF5-DIAG" "$out"; then fail "the job printed HDF5's own error stack (HDF5-DIAG)"; fi
 echo "$info" | grep -E 'JobState|Restarts|ExitCode' | sed 's/^ */scontrol: /'
-echo "$info" | grep -q 'JobState=COMPLETED' || fail "the job did not complete"
-echo "$info" | grep -q 'ExitCode=0:0' || fail "the job's exit code is not 0"
+grep -q 'JobState=COMPLETED' <<<"$info" || fail "the job did not complete"
+grep -q 'ExitCode=0:0' <<<"$info" || fail "the job's exit code is not 0"
 for expected in 'SIGUSR1 received' 'preempted (signal 10)' 'requeueing job' 'start #1' 'resumed from' \
   'training finished'; do
   grep -qF "$expected" "$out" || fail "the job output lacks '$expected'"
