@@ -348,6 +348,24 @@ TEST(WriteTorchSave, RefusesWhatATorchSaveFileCannotHold) {
   EXPECT_EQ(dir.entries(), std::vector<std::string>{});  // nothing left behind
 }
 
+TEST(WriteTorchSave, TextThatIsNotUtf8IsRefusedNamingItsKey) {
+  test::TempDir dir;
+  const StateDict bad_key{{"optim", StateDict{{"lr\xff", 0.1}}}};
+  EXPECT_EQ(message_of<UsageError>([&] { write_torch_save(bad_key, dir.file("a.pt")); }),
+            "h5dcp: the key 'optim/lr\\xff' is not valid UTF-8, so it cannot be a Python str in a torch.save file");
+  const StateDict bad_value{{"meta", StateList{std::string("ok"), std::string("\xfe")}}};
+  EXPECT_EQ(message_of<UsageError>([&] { write_torch_save(bad_value, dir.file("b.pt")); }),
+            "h5dcp: the string value of 'meta/1' is not valid UTF-8, so it cannot be a Python str in a torch.save "
+            "file");
+  // A checkpoint may hold such a string (save stores the bytes, verify reports
+  // them): converting it names the value too.
+  save(StateDict{{"ok", std::string("h\xc3\xa9")}, {"bad", std::string("\xff\xfe")}}, dir.file("u.h5"));
+  EXPECT_NE(message_of<UsageError>([&] { checkpoint_to_torch_save(dir.file("u.h5"), dir.file("u.pt")); })
+                .find("the string value of 'bad' is not valid UTF-8"),
+            std::string::npos);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"u.h5"});  // nothing left behind
+}
+
 TEST(WriteTorchSave, DifferentDtypesOverOneStorageGetTheirOwn) {
   test::TempDir dir;
   const auto bytes = at::arange(8, at::kByte);

@@ -1,6 +1,7 @@
 #include "torch/torch_save_tree.hpp"
 
 #include "core/key_escape.hpp"
+#include "core/utf8.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
@@ -9,6 +10,14 @@ namespace {
 std::string child(const std::string& parent, const std::string& key) {
   const auto name = escape_link_name(key);
   return parent.empty() ? name : parent + "/" + name;
+}
+
+// A torch.save file's keys and strings are Python str: UTF-8 in the pickle.
+// Checked here, where the key is known (the pickle writer only refuses).
+void require_utf8(const std::string& text, const std::string& fqn, const char* what) {
+  if (is_valid_utf8(text)) return;
+  throw UsageError("h5dcp: " + std::string(what) + " '" + printable_key(fqn) +
+                   "' is not valid UTF-8, so it cannot be a Python str in a torch.save file");
 }
 
 pickle::ObjectPtr dict_object(const StateDict& dict, const std::string& fqn, const TensorObjectFn& tensor);
@@ -20,7 +29,10 @@ pickle::ObjectPtr object_of(const StateValue& value, const std::string& fqn, con
   if (const auto* v = std::get_if<std::int64_t>(&value)) return Object::int_of(*v);
   if (const auto* v = std::get_if<double>(&value)) return Object::float_of(*v);
   if (const auto* v = std::get_if<bool>(&value)) return Object::boolean_of(*v);
-  if (const auto* v = std::get_if<std::string>(&value)) return Object::str_of(*v);
+  if (const auto* v = std::get_if<std::string>(&value)) {
+    require_utf8(*v, fqn, "the string value of");
+    return Object::str_of(*v);
+  }
   if (const auto* v = std::get_if<ByteString>(&value)) return Object::bytes_of(v->data);
   if (const auto* v = std::get_if<PickledObject>(&value)) return Object::bytes_of(v->data);
   if (const auto* v = std::get_if<StateDict>(&value)) return dict_object(*v, fqn, tensor);
@@ -41,8 +53,11 @@ pickle::ObjectPtr object_of(const StateValue& value, const std::string& fqn, con
 
 pickle::ObjectPtr dict_object(const StateDict& dict, const std::string& fqn, const TensorObjectFn& tensor) {
   auto out = pickle::Object::of(pickle::Kind::Dict);
-  for (const auto& [key, value] : dict)
-    out->entries.emplace_back(pickle::Object::str_of(key), object_of(value, child(fqn, key), tensor));
+  for (const auto& [key, value] : dict) {
+    const auto key_fqn = child(fqn, key);
+    require_utf8(key, key_fqn, "the key");
+    out->entries.emplace_back(pickle::Object::str_of(key), object_of(value, key_fqn, tensor));
+  }
   return out;
 }
 
