@@ -1,11 +1,14 @@
 // Async saves at 1-4 ranks: round trips, several saves in a row streaming
 // through small reused staging memory, tensors changed right after save()
-// returns, a background failure on one rank reaching every future, MPI used
-// by the caller meanwhile, and shutdown with a save in flight.
+// returns, a background failure on one rank reaching every future, a save's
+// own timeout, MPI used by the caller meanwhile, and shutdown with a save in
+// flight.
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <string>
 
 #include "h5dcp/h5dcp.hpp"
 #include "test_support.hpp"
@@ -99,6 +102,56 @@ TEST(AsyncSave, ABackgroundFailureOnOneRankReachesEveryFuture) {
   // And the saver still works.
   saver.save(training_state(test::world_rank(), test::world_size(), 8), dir.file("c.h5")).get();
   expect_checkpoint_holds(dir.file("c.h5"), 8);
+}
+
+TEST(AsyncSave, ASavesOwnTimeoutReplacesTheSaversForThatSave) {
+  if (test::world_size() == 1) GTEST_SKIP() << "needs two ranks";
+  test::TempDir dir;
+  const int rank = test::world_rank();
+  const int stalled = test::world_size() - 1;
+  AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{1 << 20});  // the saver's timeout: the default, 1800 s
+  // A per-save timeout must agree like every option (and a refusal leaves
+  // the saver usable).
+  SaveOptions odd;
+  odd.timeout_seconds = rank == stalled ? 7 : 30;
+  try {
+    saver.save(training_state(rank, test::world_size(), 12), dir.file("t.h5"), odd).get();
+    ADD_FAILURE() << "expected a UsageError on rank " << rank;
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(stalled) + " has timeout_seconds=7, rank 0 has 30"),
+              std::string::npos)
+        << e.what();
+  }
+  SaveOptions generous;
+  generous.timeout_seconds = 30;
+  saver.save(training_state(rank, test::world_size(), 12), dir.file("t.h5"), generous).get();
+  expect_checkpoint_holds(dir.file("t.h5"), 12);
+
+  // A stall past a 1 s per-save timeout: the others give up naming the
+  // stalled rank instead of waiting for it as the saver's timeout would. As
+  // in Deadline.AStalledRankIsNamedAndNobodyWaitsForever, a waiting rank
+  // gives up within 2 * timeout + 1 s of reaching the step; the stall is
+  // longer by a margin for a slow start (4 ranks on 2 cores). Last: after a
+  // timeout the saver's communicator is unusable (see README, Deadlines).
+  constexpr double kTimeout = 1;
+  constexpr double kStall = 2 * kTimeout + 1 + 6;
+  ::setenv("H5DCP_INJECT_FAULT", ("save:plan@" + std::to_string(stalled) + "~" + std::to_string(kStall)).c_str(), 1);
+  SaveOptions options;
+  options.timeout_seconds = kTimeout;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    saver.save(training_state(rank, test::world_size(), 13), dir.file("t.h5"), options).get();
+    ADD_FAILURE() << "expected a CheckpointError on rank " << rank;
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(e.step(), "save:plan") << e.what();
+    if (rank != stalled) EXPECT_EQ(e.failures().count(stalled), 1u) << e.what();
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (rank != stalled) EXPECT_LT(waited, kStall) << "rank " << rank;
+  ::unsetenv("H5DCP_INJECT_FAULT");
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"t.h5"});
+  expect_checkpoint_holds(dir.file("t.h5"), 12);  // the older checkpoint is intact
 }
 
 TEST(AsyncSave, ShutdownWithASaveInFlightFinishesIt) {

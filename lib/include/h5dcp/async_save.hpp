@@ -60,6 +60,10 @@ class AsyncSaver {
   /// same file, same atomic publishing). Collective over the saver's
   /// communicator. Returns once this rank's blocks are staged: the tensors
   /// may then change. The future holds the SaveResult or the CheckpointError.
+  /// options.timeout_seconds, when not 0, is this save's timeout for all its
+  /// phases (foreground and background); 0 keeps AsyncOptions::timeout_seconds.
+  /// Like every option it must be the same on every rank (UsageError naming
+  /// the rank that differs).
   std::future<SaveResult> save(const StateDict& state_dict, const std::string& path, const SaveOptions& options = {});
 
   /// Blocks until no save is in flight. Not collective.

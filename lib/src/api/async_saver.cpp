@@ -79,10 +79,11 @@ struct AsyncSaver::Impl {
   std::deque<Staged> staged;        // pieces staged, not yet written
   bool stop = false;
   std::thread worker;
+  const double timeout;  // the saver's (AsyncOptions), for saves that set none
 
-  Impl(MPI_Comm user_comm, const AsyncOptions& options) : comm(user_comm, 0), ring(options.staging_bytes) {
+  Impl(MPI_Comm user_comm, const AsyncOptions& options)
+      : comm(user_comm, 0), ring(options.staging_bytes), timeout(detail::resolve_timeout(options.timeout_seconds)) {
     // Agreed before it is used (see CheckpointSession).
-    const double timeout = detail::resolve_timeout(options.timeout_seconds);
     comm.require_same("AsyncSaver", {{"timeout_seconds", detail::timeout_text(timeout)}});
     comm.set_timeout(timeout);
     if (options.staging_bytes < 4096) throw UsageError("h5dcp: AsyncOptions::staging_bytes must be at least 4096");
@@ -241,10 +242,17 @@ std::future<SaveResult> AsyncSaver::save(const StateDict& state_dict, const std:
   const auto started = std::chrono::steady_clock::now();
   impl.wait_idle();
   // Agreed before any rank can refuse on its own (and leave the others
-  // waiting in the plan step). The save's timeout is the saver's.
+  // waiting in the plan step). A save that sets no timeout has the saver's;
+  // one that does has its own, for every phase of this save (no job is in
+  // flight after wait_idle, so the background reads the new value only with
+  // the job handed over under the mutex).
+  const double timeout =
+      options.timeout_seconds == 0 ? impl.timeout : detail::resolve_timeout(options.timeout_seconds);
   impl.comm.require_same("async save", {{"path", "'" + path + "'"},
                                         {"coordinator", std::to_string(options.coordinator)},
-                                        {"io_mode", detail::io_mode_text(options.io_mode)}});
+                                        {"io_mode", detail::io_mode_text(options.io_mode)},
+                                        {"timeout_seconds", detail::timeout_text(timeout)}});
+  impl.comm.set_timeout(timeout);
   if (options.coordinator != 0) throw UsageError("h5dcp: async saves use rank 0 as the coordinator");
   impl.comm.require_visible("async save", path, [&] { detail::check_directory_of(path); });
   // Held until the background finishes the job (the job owns it then):
