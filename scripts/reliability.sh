@@ -7,7 +7,9 @@
 # runs tests/hostile/run_hostile.py (damaged and malicious files) first.
 # Knobs (environment): KILLS (20), FLIPS (400), WORKDIR (/tmp/h5dcp-reliability).
 # To refresh only the fuzzing figures of an earlier run: reliability.py
-#   --report-from build/reliability.json --fuzz-stats build-san/fuzz-stats.json --report docs/RELIABILITY.md
+#   --report-from build/reliability.json --hostile-json build/hostile.json
+#   --fuzz-stats build-san/fuzz-stats.json --report docs/RELIABILITY.md (without
+#   --hostile-json the hostile-input section is left out)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
