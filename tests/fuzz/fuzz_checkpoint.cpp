@@ -228,8 +228,8 @@ void expect_no_crash(const char* reader, Read&& read) {
   }
 }
 
-// Opening a file costs little (each input opens it about 7 times). Under ASan
-// every fresh page of a large allocation costs a page fault and a shadow
+// Opening a file must cost little: each input opens it about 7 times. Under
+// ASan every fresh page of a large allocation costs a page fault and a shadow
 // update, and two large allocations were made at every open (an MPI-IO open
 // and close took ~10 ms, a serial one ~1 ms; both well under 1 ms without):
 //  - ROMIO's default 16 MiB collective and independent I/O buffers. The
