@@ -19,8 +19,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <unistd.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -47,10 +47,10 @@ struct Args {
   int small_count = 5000;
   int small_kib = 16;
   std::int64_t staging_mib = 0;  // 0: this rank's bytes
-  bool independent = false;       // h5dcp saves with independent instead of collective writes
-  bool save_only = false;         // only the raw write and the h5dcp save (to measure a knob)
-  bool raw_only = false;          // only the raw MPI-IO baseline (to time another MPI-IO component)
-  bool async_only = false;        // only the raw write and the async save (to profile it)
+  bool independent = false;      // h5dcp saves with independent instead of collective writes
+  bool save_only = false;        // only the raw write and the h5dcp save (to measure a knob)
+  bool raw_only = false;         // only the raw MPI-IO baseline (to time another MPI-IO component)
+  bool async_only = false;       // only the raw write and the async save (to profile it)
 };
 
 constexpr int kTensors = 4;
@@ -161,7 +161,8 @@ void raw_write(const std::string& path, const h5dcp::StateDict& sd, std::int64_t
   MPI_File_open(MPI_COMM_WORLD, path.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
   const auto tensor_bytes = rows * kCols * 4;
   for (int i = 0; i < kTensors; ++i) {
-    const auto& shard = std::get<h5dcp::ShardedTensor>(sd.at("layer" + std::to_string(i) + ".weight")).local_shards()[0];
+    const auto& shard =
+        std::get<h5dcp::ShardedTensor>(sd.at("layer" + std::to_string(i) + ".weight")).local_shards()[0];
     const auto* data = static_cast<const char*>(shard.tensor.data_ptr());
     std::int64_t left = shard.tensor.numel() * 4;
     MPI_Offset offset = i * tensor_bytes + shard.offsets[0] * kCols * 4;
@@ -191,24 +192,38 @@ int main(int argc, char** argv) {
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     auto value = [&]() -> std::string { return a + 1 < argc ? argv[++a] : ""; };
-    if (arg == "--gib") args.gib = std::stod(value());
-    else if (arg == "--reps") args.reps = std::stoi(value());
-    else if (arg == "--warmup") args.warmup = std::stoi(value());
-    else if (arg == "--dir") args.dir = value();
-    else if (arg == "--drop-caches") args.drop_caches = true;
-    else if (arg == "--json") args.json = value();
-    else if (arg == "--small-count") args.small_count = std::stoi(value());
-    else if (arg == "--small-kib") args.small_kib = std::stoi(value());
-    else if (arg == "--staging-mib") args.staging_mib = std::stoll(value());
-    else if (arg == "--raw-only") args.raw_only = true;
-    else if (arg == "--independent") args.independent = true;
-    else if (arg == "--save-only") args.save_only = true;
-    else if (arg == "--async-only") args.async_only = true;
+    if (arg == "--gib")
+      args.gib = std::stod(value());
+    else if (arg == "--reps")
+      args.reps = std::stoi(value());
+    else if (arg == "--warmup")
+      args.warmup = std::stoi(value());
+    else if (arg == "--dir")
+      args.dir = value();
+    else if (arg == "--drop-caches")
+      args.drop_caches = true;
+    else if (arg == "--json")
+      args.json = value();
+    else if (arg == "--small-count")
+      args.small_count = std::stoi(value());
+    else if (arg == "--small-kib")
+      args.small_kib = std::stoi(value());
+    else if (arg == "--staging-mib")
+      args.staging_mib = std::stoll(value());
+    else if (arg == "--raw-only")
+      args.raw_only = true;
+    else if (arg == "--independent")
+      args.independent = true;
+    else if (arg == "--save-only")
+      args.save_only = true;
+    else if (arg == "--async-only")
+      args.async_only = true;
     else {
-      std::printf("usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--drop-caches]\n"
-                  "                                 [--json FILE]\n"
-                  "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
-                  "                                 [--independent] [--save-only] [--async-only]\n");
+      std::printf(
+          "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--drop-caches]\n"
+          "                                 [--json FILE]\n"
+          "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
+          "                                 [--independent] [--save-only] [--async-only]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
@@ -332,27 +347,29 @@ int main(int argc, char** argv) {
                   median(t["staging_copy"]), gb / median(t["staging_copy"]),
                   100 * median(t["staging_copy"]) / median(t["save"]));
       std::printf("%-28s %10.3f %10.3f %14s\n", (std::to_string(args.small_count) + " small tensors save").c_str(),
-                  median(t["small"]),
-                  small_gb / median(t["small"]), "");
-      std::printf("%-28s %10.3f %10.3f %13.2fx  small / large\n", "same bytes in 4 tensors", median(t["small_as_large"]),
-                  small_gb / median(t["small_as_large"]), median(t["small"]) / median(t["small_as_large"]));
-      for (const auto& [key, name] : {std::pair<std::string, const char*>{"small_hdf5_bare", "HDF5 alone, no attributes"},
-                                      {"small_hdf5_attrs", "HDF5 alone, 7 attributes"}})
+                  median(t["small"]), small_gb / median(t["small"]), "");
+      std::printf("%-28s %10.3f %10.3f %13.2fx  small / large\n", "same bytes in 4 tensors",
+                  median(t["small_as_large"]), small_gb / median(t["small_as_large"]),
+                  median(t["small"]) / median(t["small_as_large"]));
+      for (const auto& [key, name] :
+           {std::pair<std::string, const char*>{"small_hdf5_bare", "HDF5 alone, no attributes"},
+            {"small_hdf5_attrs", "HDF5 alone, 7 attributes"}})
         std::printf("%-28s %10.3f %10.3f %13.2fx  / large (the floor)\n", name, median(t[key]),
                     small_gb / median(t[key]), median(t[key]) / median(t["small_as_large"]));
-      std::printf("memory a save adds per rank: sync %.1f MB, async %.1f MB (shard %.1f MB, staging %.1f MB held "
-                  "already)\n",
-                  sync_added / 1e6, async_added / 1e6, per_rank_bytes / 1e6, saver.stats().staging_bytes / 1e6);
+      std::printf(
+          "memory a save adds per rank: sync %.1f MB, async %.1f MB (shard %.1f MB, staging %.1f MB held "
+          "already)\n",
+          sync_added / 1e6, async_added / 1e6, per_rank_bytes / 1e6, saver.stats().staging_bytes / 1e6);
     }
     if (!args.json.empty()) {
       std::ofstream out(args.json);
       out << "{\n  \"ranks\": " << size_ << ",\n  \"gb\": " << gb << ",\n  \"small_gb\": " << small_gb
           << ",\n  \"reps\": " << args.reps << ",\n  \"warmup_reps\": " << args.warmup
-          << ",\n  \"correct\": " << (correct ? "true" : "false")
-          << ",\n  \"sync_save_added_bytes\": " << sync_added << ",\n  \"async_save_added_bytes\": " << async_added
-          << ",\n  \"peak_rss_bytes\": " << peak << ",\n  \"shard_bytes\": " << per_rank_bytes
-          << ",\n  \"staging_bytes\": " << saver.stats().staging_bytes << ",\n  \"mpi_io\": \""
-          << (std::getenv("OMPI_MCA_io") ? std::getenv("OMPI_MCA_io") : "default") << "\",\n  \"median_seconds\": {";
+          << ",\n  \"correct\": " << (correct ? "true" : "false") << ",\n  \"sync_save_added_bytes\": " << sync_added
+          << ",\n  \"async_save_added_bytes\": " << async_added << ",\n  \"peak_rss_bytes\": " << peak
+          << ",\n  \"shard_bytes\": " << per_rank_bytes << ",\n  \"staging_bytes\": " << saver.stats().staging_bytes
+          << ",\n  \"mpi_io\": \"" << (std::getenv("OMPI_MCA_io") ? std::getenv("OMPI_MCA_io") : "default")
+          << "\",\n  \"median_seconds\": {";
       bool first = true;
       for (const auto& [name, v] : t) {
         out << (first ? "\n" : ",\n") << "    \"" << name << "\": " << median(v);

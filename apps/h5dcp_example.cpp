@@ -70,9 +70,10 @@ int main(int argc, char** argv) {
     if (arg == "--out" && a + 1 < argc) {
       out = argv[++a];
     } else if (arg == "--help" || arg == "-h") {
-      std::printf("usage: mpiexec -n N h5dcp-example [--out FILE]\n"
-                  "Saves a sharded state dict into FILE (default h5dcp-example.h5), loads it back\n"
-                  "with a different sharding and checks every value. Exit 0 when all match.\n");
+      std::printf(
+          "usage: mpiexec -n N h5dcp-example [--out FILE]\n"
+          "Saves a sharded state dict into FILE (default h5dcp-example.h5), loads it back\n"
+          "with a different sharding and checks every value. Exit 0 when all match.\n");
       return 0;
     } else {
       std::fprintf(stderr, "h5dcp-example: unknown argument '%s' (see --help)\n", arg.c_str());
@@ -106,8 +107,9 @@ int main(int argc, char** argv) {
     return h5dcp::StateDict{
         {"model", h5dcp::StateDict{}},
         {"data", h5dcp::StateDict{}},
-        {"optim", h5dcp::StateDict{{"param_groups", h5dcp::StateList{h5dcp::StateDict{
-                                                         {"lr", 0.001}, {"name", "adam"}, {"betas", h5dcp::StateList{0.9, 0.999}}}}}}},
+        {"optim", h5dcp::StateDict{{"param_groups",
+                                    h5dcp::StateList{h5dcp::StateDict{
+                                        {"lr", 0.001}, {"name", "adam"}, {"betas", h5dcp::StateList{0.9, 0.999}}}}}}},
         {"epoch", 3},
         {"note", "saved by h5dcp-example"},
     };
@@ -122,8 +124,8 @@ int main(int argc, char** argv) {
     auto state = skeleton();
     for (const auto& [fqn, tensor] : full) {
       auto& parent = std::get<h5dcp::StateDict>(h5dcp::value_at(state, fqn.substr(0, fqn.find('/'))));
-      parent[fqn.substr(fqn.find('/') + 1)] = is_sharded(fqn) ? h5dcp::StateValue(rows_of(tensor, rank, size))
-                                                               : h5dcp::StateValue(tensor.clone());
+      parent[fqn.substr(fqn.find('/') + 1)] =
+          is_sharded(fqn) ? h5dcp::StateValue(rows_of(tensor, rank, size)) : h5dcp::StateValue(tensor.clone());
     }
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = std::chrono::steady_clock::now();
@@ -139,7 +141,7 @@ int main(int argc, char** argv) {
     for (const auto& [fqn, tensor] : full) {
       auto& parent = std::get<h5dcp::StateDict>(h5dcp::value_at(back, fqn.substr(0, fqn.find('/'))));
       parent[fqn.substr(fqn.find('/') + 1)] = is_sharded(fqn) ? h5dcp::StateValue(columns_of(tensor, rank, size))
-                                                               : h5dcp::StateValue(at::zeros_like(tensor));
+                                                              : h5dcp::StateValue(at::zeros_like(tensor));
     }
     h5dcp::load(back, out);
 
@@ -170,10 +172,11 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::int64_t bytes = 0;
       for (const auto& [key, tensor] : full) bytes += tensor.numel() * tensor.element_size();
-      std::printf("h5dcp-example: %d ranks saved a nested state dict of %zu tensors (%lld bytes; 2 row-sharded, 5 "
-                  "replicated and written once) and %zu other values into %s in %.3f s\n",
-                  size, full.size(), static_cast<long long>(bytes), metadata.state_dict_metadata.size() - full.size(),
-                  out.c_str(), seconds);
+      std::printf(
+          "h5dcp-example: %d ranks saved a nested state dict of %zu tensors (%lld bytes; 2 row-sharded, 5 "
+          "replicated and written once) and %zu other values into %s in %.3f s\n",
+          size, full.size(), static_cast<long long>(bytes), metadata.state_dict_metadata.size() - full.size(),
+          out.c_str(), seconds);
       std::printf("h5dcp-example: loaded it back column-sharded and whole on %d ranks: %ld values checked, %s\n", size,
                   all_checked, all_mismatches == 0 ? "all equal bit for bit" : "MISMATCHES FOUND");
       std::printf("h5dcp-example: inspect it with: h5ls -r %s   or   h5dump -H %s\n", out.c_str(), out.c_str());

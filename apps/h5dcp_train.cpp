@@ -282,8 +282,7 @@ class Trainer {
       const auto send = p.shard.detach().to(torch::kCPU).contiguous();
       auto receive = p.full.is_cpu() ? p.full.detach() : torch::empty(p.full.sizes(), torch::kFloat);
       check_mpi(MPI_Allgatherv(send.data_ptr<float>(), static_cast<int>(send.numel()), MPI_FLOAT,
-                               receive.data_ptr<float>(), p.counts.data(), p.displs.data(), MPI_FLOAT,
-                               MPI_COMM_WORLD),
+                               receive.data_ptr<float>(), p.counts.data(), p.displs.data(), MPI_FLOAT, MPI_COMM_WORLD),
                 "MPI_Allgatherv (parameters)");
       if (!p.full.is_cpu()) p.full.copy_(receive);
     }
@@ -350,10 +349,11 @@ int run(const Config& cfg, int rank, int size) {
   const torch::Device device(assignment.choice.device());
   Trainer trainer(cfg, rank, size, device);
   if (rank == 0) {
-    std::printf("h5dcp-train: %d ranks; MLP 16-%d-%d-4 (%lld parameters); global batch %d in %d micro-batches "
-                "summed in a fixed order; Adam lr %g, optimizer state sharded by rows (ZeRO-1)\n",
-                size, cfg.hidden, cfg.hidden, static_cast<long long>(trainer.parameter_count()), cfg.global_batch,
-                cfg.micro_batches, cfg.lr);
+    std::printf(
+        "h5dcp-train: %d ranks; MLP 16-%d-%d-4 (%lld parameters); global batch %d in %d micro-batches "
+        "summed in a fixed order; Adam lr %g, optimizer state sharded by rows (ZeRO-1)\n",
+        size, cfg.hidden, cfg.hidden, static_cast<long long>(trainer.parameter_count()), cfg.global_batch,
+        cfg.micro_batches, cfg.lr);
     std::fflush(stdout);
   }
 
@@ -362,8 +362,8 @@ int run(const Config& cfg, int rank, int size) {
   h5dcp::ManagerOptions manager_options;
   manager_options.async.staging_bytes = std::max<std::int64_t>(
       std::int64_t{1} << 20, 2 * (trainer.parameter_count() * 3 * 4 + std::int64_t{cfg.dataset_size} * 8 + 65536));
-  h5dcp::CheckpointManager manager(cfg.checkpoint_dir, h5dcp::Retention{cfg.keep_last, cfg.keep_every},
-                                   MPI_COMM_WORLD, manager_options);
+  h5dcp::CheckpointManager manager(cfg.checkpoint_dir, h5dcp::Retention{cfg.keep_last, cfg.keep_every}, MPI_COMM_WORLD,
+                                   manager_options);
   if (rank == 0)
     for (const auto& orphan : manager.removed_orphans())
       std::printf("h5dcp-train: removed %s, left by a save that never finished\n", orphan.c_str());
@@ -372,7 +372,8 @@ int run(const Config& cfg, int rank, int size) {
     const auto found = manager.latest();
     const auto& scan = manager.last_scan();
     if (!found) {
-      if (rank == 0) std::printf("h5dcp-train: --resume: no checkpoint in %s yet, starting at step 0\n", cfg.checkpoint_dir.c_str());
+      if (rank == 0)
+        std::printf("h5dcp-train: --resume: no checkpoint in %s yet, starting at step 0\n", cfg.checkpoint_dir.c_str());
     } else {
       // The configuration first, so a mismatch is named rather than failing
       // on a tensor shape.
@@ -382,8 +383,9 @@ int run(const Config& cfg, int rank, int size) {
       for (const auto& [key, value] : std::get<h5dcp::StateDict>(saved_config["config"]))
         if (!same_value(value, mine.at(key))) {
           if (rank == 0)
-            std::fprintf(stderr, "h5dcp-train: %s was trained with another '%s' than this run's; resume with the "
-                                 "same --seed, --hidden, --global-batch, --micro-batches, --dataset-size and --lr\n",
+            std::fprintf(stderr,
+                         "h5dcp-train: %s was trained with another '%s' than this run's; resume with the "
+                         "same --seed, --hidden, --global-batch, --micro-batches, --dataset-size and --lr\n",
                          found->path.c_str(), key.c_str());
           return kExitUsage;
         }
@@ -453,9 +455,10 @@ int run(const Config& cfg, int rank, int size) {
   if (rank == 0) {
     const auto last = manager.path_for(trainer.step());
     if (preempted)
-      std::printf("h5dcp-train: preempted (signal %d): stopped after step %lld, checkpoint %s saved; exit %d: "
-                  "requeue and --resume\n",
-                  g_signal.load(), static_cast<long long>(trainer.step()), last.c_str(), kExitPreempted);
+      std::printf(
+          "h5dcp-train: preempted (signal %d): stopped after step %lld, checkpoint %s saved; exit %d: "
+          "requeue and --resume\n",
+          g_signal.load(), static_cast<long long>(trainer.step()), last.c_str(), kExitPreempted);
     else
       std::printf("h5dcp-train: done: %lld steps, last checkpoint %s\n", static_cast<long long>(trainer.step()),
                   last.c_str());
@@ -470,11 +473,13 @@ int run(const Config& cfg, int rank, int size) {
 
 int main(int argc, char** argv) {
   Config cfg;
-  CLI::App app{"Data-parallel training of a small MLP that checkpoints with h5dcp and resumes bit for bit on any "
-               "number of ranks. Prints 'step <n> loss <hex float>' per step.",
-               "h5dcp-train"};
+  CLI::App app{
+      "Data-parallel training of a small MLP that checkpoints with h5dcp and resumes bit for bit on any "
+      "number of ranks. Prints 'step <n> loss <hex float>' per step.",
+      "h5dcp-train"};
   app.footer(kExitHelp);
-  app.add_option("--steps", cfg.steps, "total steps; a resumed run continues up to this step")->check(CLI::PositiveNumber);
+  app.add_option("--steps", cfg.steps, "total steps; a resumed run continues up to this step")
+      ->check(CLI::PositiveNumber);
   app.add_option("--checkpoint-every", cfg.checkpoint_every, "async checkpoint every K steps (and after the last)")
       ->check(CLI::PositiveNumber);
   app.add_option("--checkpoint-dir", cfg.checkpoint_dir, "directory of step checkpoints (created if missing)");
@@ -498,7 +503,8 @@ int main(int argc, char** argv) {
   for (auto* option : app.get_options()) option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   try {
     app.parse(argc, argv);
-    if (cfg.global_batch % cfg.micro_batches != 0) throw CLI::ValidationError("--micro-batches must divide --global-batch");
+    if (cfg.global_batch % cfg.micro_batches != 0)
+      throw CLI::ValidationError("--micro-batches must divide --global-batch");
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitDone : kExitUsage;
@@ -523,7 +529,8 @@ int main(int argc, char** argv) {
 
   int status = kExitFailure;
   try {
-    if (provided < MPI_THREAD_MULTIPLE) throw std::runtime_error("MPI does not provide MPI_THREAD_MULTIPLE (async saves need it)");
+    if (provided < MPI_THREAD_MULTIPLE)
+      throw std::runtime_error("MPI does not provide MPI_THREAD_MULTIPLE (async saves need it)");
     status = run(cfg, rank, size);
   } catch (const h5dcp::Error& e) {
     // h5dcp's errors are collective: the same on every rank.

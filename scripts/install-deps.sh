@@ -2,7 +2,8 @@
 # Installs what a fresh Debian 12 machine lacks to build, test and run h5dcp.
 # Idempotent and quiet: does nothing when everything is already there.
 #  1. Debian packages: compilers, OpenMPI, parallel HDF5, test and CLI libraries,
-#     Slurm (the job tests), clang (the sanitizer build).
+#     Slurm (the job tests), clang (the sanitizer build), clang-format and
+#     clang-tidy (scripts/lint.sh).
 #  2. A Python virtual environment with PyTorch 2.13 (CPU; its LibTorch is the
 #     one h5dcp builds against) and the Python packages the tests use. It lives
 #     outside the checkout, in ${H5DCP_VENV:-~/.cache/h5dcp/venv-torch-2.13.0},
@@ -33,6 +34,7 @@ packages=(
   # scripts/sanitize.sh: clang with the ASan/UBSan/libFuzzer runtimes, and
   # llvm-symbolizer (in llvm-14) for readable sanitizer reports
   clang-14 libclang-rt-14-dev llvm-14
+  clang-format-14 clang-tidy-14   # scripts/lint.sh
 )
 
 missing=()

@@ -53,9 +53,19 @@ namespace {
 
 // Every attribute name of the format (lib/src/hdf5/container_layout.hpp).
 const char* const kNames[] = {
-    "h5dcp.format_version", "h5dcp.library_version", "h5dcp.world_size", "h5dcp.created",
-    "h5dcp.checksum_algorithm", "h5dcp.key", "h5dcp.container", "h5dcp.kind", "h5dcp.dtype",
-    "h5dcp.chunk_offsets", "h5dcp.chunk_sizes", "h5dcp.checksum_rows", "h5dcp.checksums",
+    "h5dcp.format_version",
+    "h5dcp.library_version",
+    "h5dcp.world_size",
+    "h5dcp.created",
+    "h5dcp.checksum_algorithm",
+    "h5dcp.key",
+    "h5dcp.container",
+    "h5dcp.kind",
+    "h5dcp.dtype",
+    "h5dcp.chunk_offsets",
+    "h5dcp.chunk_sizes",
+    "h5dcp.checksum_rows",
+    "h5dcp.checksums",
 };
 constexpr std::size_t kNameCount = sizeof(kNames) / sizeof(kNames[0]);
 
@@ -70,7 +80,7 @@ h5dcp::StateDict make_state(bool zero) {
   h5dcp::StateDict model{
       // One rank holding both shards: the file records 2 chunks.
       {"weight", h5dcp::ShardedTensor({6, 4}, {h5dcp::Shard{values(rows.slice(0, 0, 2).clone()), {0, 0}},
-                                              h5dcp::Shard{values(rows.slice(0, 2, 6).clone()), {2, 0}}})},
+                                               h5dcp::Shard{values(rows.slice(0, 2, 6).clone()), {2, 0}}})},
       {"bias", values(at::arange(4, at::kBFloat16))},
       {"grid", values(at::arange(6, at::kHalf).reshape({2, 3}))},
       {"mask", values(at::arange(5, at::kLong).remainder(2).to(at::kBool))},
@@ -252,8 +262,8 @@ void make_opening_files_cheap() {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp ? tmp : "/tmp")) +
-                        "/h5dcp-fuzz-checkpoint.XXXXXX";
+  std::string pattern =
+      std::string(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp ? tmp : "/tmp")) + "/h5dcp-fuzz-checkpoint.XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) std::abort();
   g_dir = pattern;
   make_opening_files_cheap();
@@ -276,7 +286,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   H5Fclose(file);
   std::remove(path.c_str());
   if (g_verbose)
-    for (std::size_t i = 0; i < g_objects.size(); ++i) std::fprintf(stderr, "object %zu: %s\n", i, g_objects[i].c_str());
+    for (std::size_t i = 0; i < g_objects.size(); ++i)
+      std::fprintf(stderr, "object %zu: %s\n", i, g_objects[i].c_str());
   std::atexit([] {
     std::remove((g_dir + "/mutated.h5").c_str());
     std::remove((g_dir + "/romio-hints").c_str());

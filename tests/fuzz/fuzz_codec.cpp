@@ -17,9 +17,9 @@
 #include <string_view>
 
 #include "h5dcp/error.hpp"
+#include "interop/torch_save_index.hpp"
 #include "plan/codec.hpp"
 #include "plan/param_agreement.hpp"
-#include "torch/torch_save_index.hpp"
 
 namespace {
 

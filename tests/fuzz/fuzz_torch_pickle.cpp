@@ -26,9 +26,9 @@
 
 #include "h5dcp/error.hpp"
 #include "h5dcp/torch_save.hpp"
-#include "torch/pickle_reader.hpp"
-#include "torch/torch_save_archive.hpp"
-#include "torch/torch_save_index.hpp"
+#include "interop/pickle_reader.hpp"
+#include "interop/torch_save_archive.hpp"
+#include "interop/torch_save_index.hpp"
 
 namespace {
 
@@ -62,8 +62,8 @@ void write_archive(const std::string& path, std::string_view pickle, const d::To
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   at::set_num_threads(1);
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp ? tmp : "/tmp")) +
-                        "/h5dcp-fuzz-pickle.XXXXXX";
+  std::string pattern =
+      std::string(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp ? tmp : "/tmp")) + "/h5dcp-fuzz-pickle.XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) std::abort();
   g_dir = pattern;
   std::atexit([] {

@@ -96,9 +96,9 @@ TEST_F(Agreement, LoadAllLayoutsAndVerifyFlags) {
 TEST_F(Agreement, Paths) {
   StateDict into{{"w", at::zeros({16, 5})}, {"step", std::int64_t{0}}};
   const auto other = dir_.file("other.h5");
-  expect_disagreement([&] { load(into, odd_ ? other : path_); },
-                      "load: ranks passed different checkpoint paths: rank <odd> has path='" + other + "', rank 0 has '" +
-                          path_ + "'");
+  expect_disagreement(
+      [&] { load(into, odd_ ? other : path_); },
+      "load: ranks passed different checkpoint paths: rank <odd> has path='" + other + "', rank 0 has '" + path_ + "'");
 }
 
 TEST_F(Agreement, AsyncSaverTimeouts) {

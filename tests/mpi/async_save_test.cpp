@@ -59,7 +59,8 @@ TEST(AsyncSave, SavesInARowStreamThroughSmallReusedStaging) {
     EXPECT_EQ(saver.stats().staging_allocations, 1);
   }
   for (auto& f : futures) f.get();
-  for (std::int64_t seed = 1; seed <= 3; ++seed) expect_checkpoint_holds(dir.file("s" + std::to_string(seed) + ".h5"), seed);
+  for (std::int64_t seed = 1; seed <= 3; ++seed)
+    expect_checkpoint_holds(dir.file("s" + std::to_string(seed) + ".h5"), seed);
 }
 
 TEST(AsyncSave, TheCallerKeepsUsingMpiMeanwhile) {

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/checksum.hpp"
+#include "base/checksum.hpp"
 #include "h5dcp/h5dcp.hpp"
 #include "hdf5/attributes.hpp"
 #include "test_support.hpp"
@@ -157,7 +157,8 @@ TEST_F(BadFiles, ANewerMajorFormatVersionIsRefused) {
   const auto old = with_attribute("v1_0.h5", "/", "h5dcp.format_version", {1, 0});
   StateDict old_target{{"w", at::zeros({16, 8})}};
   load(old_target, old);
-  EXPECT_TRUE(test::bitwise_equal(std::get<at::Tensor>(old_target.at("w")), test::reference_tensor({16, 8}, at::kFloat)));
+  EXPECT_TRUE(
+      test::bitwise_equal(std::get<at::Tensor>(old_target.at("w")), test::reference_tensor({16, 8}, at::kFloat)));
   const auto minor = with_attribute("v1_9.h5", "/", "h5dcp.format_version", {1, 9});
   StateDict target{{"w", at::zeros({16, 8})}};
   load(target, minor);

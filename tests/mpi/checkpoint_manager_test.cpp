@@ -22,10 +22,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/durable_file.hpp"
 #include "h5dcp/checkpoint_manager.hpp"
 #include "h5dcp/h5dcp.hpp"
 #include "h5dcp/stateful.hpp"
+#include "storage/durable_file.hpp"
 #include "test_support.hpp"
 
 namespace h5dcp {
@@ -248,16 +248,16 @@ TEST(CheckpointManager, RemovesOrphanedPartialFilesAtStart) {
     manager.save(1, state_at(1));
   }
   on_rank0([&] {
-    for (const char* name : {".step-00000002.h5.h5dcp-partial.0123456789abcdef", ".latest.tmp.4242", "notes.txt",
-                             ".hidden", "step-2.h5"})
+    for (const char* name :
+         {".step-00000002.h5.h5dcp-partial.0123456789abcdef", ".latest.tmp.4242", "notes.txt", ".hidden", "step-2.h5"})
       std::ofstream(dir.file(name)) << "x";
   });
   CheckpointManager manager(dir.path());
   EXPECT_EQ(manager.removed_orphans(),
             (std::vector<std::string>{dir.file(".latest.tmp.4242"),
                                       dir.file(".step-00000002.h5.h5dcp-partial.0123456789abcdef")}));
-  EXPECT_EQ(dir.entries(), (std::vector<std::string>{kLock, ".hidden", "latest", "notes.txt", "step-00000001.h5",
-                                                      "step-2.h5"}));
+  EXPECT_EQ(dir.entries(),
+            (std::vector<std::string>{kLock, ".hidden", "latest", "notes.txt", "step-00000001.h5", "step-2.h5"}));
   EXPECT_EQ(manager.steps(), (std::vector<std::int64_t>{1}));  // "step-2.h5" is not one of its names
   EXPECT_EQ(manager.latest()->step, 1);
 }
@@ -413,10 +413,11 @@ TEST(CheckpointManagerLock, ASecondManagerInTheSameProcessIsRefusedAndTheFirstKe
   EXPECT_EQ(e.step(), "checkpoint-manager:start");
   ASSERT_EQ(e.failures().size(), 1u);
   EXPECT_EQ(e.failures().count(0), 1u);
-  EXPECT_EQ(e.failures().begin()->second,
-            "h5dcp: checkpoint directory '" + dir.path() + "/.' is in use by another CheckpointManager of this "
-            "process (lock held by pid " + std::to_string(pid) + " on host " + host_name() +
-            "); one manager (one job) at a time per directory");
+  EXPECT_EQ(e.failures().begin()->second, "h5dcp: checkpoint directory '" + dir.path() +
+                                              "/.' is in use by another CheckpointManager of this "
+                                              "process (lock held by pid " +
+                                              std::to_string(pid) + " on host " + host_name() +
+                                              "); one manager (one job) at a time per directory");
   on_rank0([&] {
     EXPECT_TRUE(fs::exists(dir.file(in_progress))) << "the refused manager removed a save in progress";
     // The refused manager did not drop the first one's lock (closing any
@@ -542,9 +543,8 @@ TEST(CheckpointManagerSpace, ASaveThatCannotFitIsRefusedBeforeFillingTheDisk) {
     EXPECT_EQ(e.step(), "save:reserve");
     ASSERT_EQ(e.failures().count(0), 1u) << e.what();
     const auto& message = e.failures().at(0);
-    const std::string head =
-        "h5dcp: not enough free space for '" + small +
-        "/step-00000002.h5' (No space left on device): the checkpoint needs ";
+    const std::string head = "h5dcp: not enough free space for '" + small +
+                             "/step-00000002.h5' (No space left on device): the checkpoint needs ";
     EXPECT_EQ(message.substr(0, head.size()), head) << message;
     EXPECT_NE(message.find(" available; nothing was written (the previous checkpoint is untouched)"), std::string::npos)
         << message;

@@ -120,16 +120,56 @@ TEST(Comm, EveryFailingRankIsNamed) {
   for (int r = 0; r < comm.size(); ++r) EXPECT_EQ(e.failures().at(r), "rank " + std::to_string(r));
 }
 
+// Each rank throws a different kind of error: every rank learns each one's
+// kind, in every kind of step, and what() names it after the rank.
+TEST(Comm, EveryRankLearnsTheKindOfEachFailingRanksError) {
+  Comm comm(MPI_COMM_WORLD);
+  const ErrorKind kinds[] = {ErrorKind::Usage, ErrorKind::Format, ErrorKind::Io, ErrorKind::Other};
+  auto map = [&]() -> Bytes {
+    const auto text = "rank " + std::to_string(comm.rank());
+    switch (comm.rank() % 4) {
+      case 0: throw UsageError(text);
+      case 1: throw FormatError(text);
+      case 2: throw IoError(text);
+      default: throw std::runtime_error(text);
+    }
+  };
+  auto first = [](std::vector<Bytes> all) { return all.front(); };
+  auto identity = [](std::vector<Bytes> all) { return all; };
+  for (const auto& e : {expect_checkpoint_error([&] { comm.all_gather("kinds", map); }),
+                        expect_checkpoint_error([&] { comm.all_reduce("kinds", map, first); }),
+                        expect_checkpoint_error([&] { comm.reduce_scatter("kinds", map, identity); })}) {
+    ASSERT_EQ(e.rank_failures().size(), static_cast<std::size_t>(comm.size()));
+    for (int r = 0; r < comm.size(); ++r) {
+      const auto kind = kinds[r % 4];
+      EXPECT_EQ(e.kind_of(r), kind) << "rank " << r;
+      EXPECT_EQ(e.rank_failures().at(r).message, "rank " + std::to_string(r));
+      const std::string line = "[rank " + std::to_string(r) + "] " +
+                               (kind == ErrorKind::Other ? "" : std::string(error_kind_name(kind)) + " error: ") +
+                               "rank " + std::to_string(r);
+      EXPECT_NE(std::string(e.what()).find(line), std::string::npos) << e.what();
+    }
+  }
+  // A failure inside a failing step's own step is collective.
+  const auto nested = expect_checkpoint_error([&] {
+    comm.all_gather("outer", [&]() -> Bytes { throw CheckpointError("inner", std::map<int, std::string>{{0, "x"}}); });
+  });
+  EXPECT_EQ(nested.kind_of(0), ErrorKind::Collective);
+  EXPECT_EQ(nested.kind_of(comm.size()), ErrorKind::Other);  // not a failing rank
+}
+
 TEST(Comm, AFailingReduceOrCoordinatorMapIsNamedAsTheCoordinator) {
   Comm comm(MPI_COMM_WORLD);
   auto e = expect_checkpoint_error([&] {
-    comm.all_reduce("reduce", [] { return Bytes("x"); },
-                    [](std::vector<Bytes>) -> Bytes { throw std::logic_error("cannot reduce"); });
+    comm.all_reduce(
+        "reduce", [] { return Bytes("x"); },
+        [](std::vector<Bytes>) -> Bytes { throw std::logic_error("cannot reduce"); });
   });
   EXPECT_EQ(e.failures().at(comm.coordinator()), "cannot reduce");
   e = expect_checkpoint_error([&] {
-    comm.reduce_scatter("reduce_scatter", [] { return Bytes("x"); },
-                        [](std::vector<Bytes>) { return std::vector<Bytes>{}; });  // no payload per rank
+    comm.reduce_scatter(
+        "reduce_scatter", [] { return Bytes("x"); },
+        [](std::vector<Bytes>) { return std::vector<Bytes>{}; });  // no payload per rank
   });
   EXPECT_NE(e.failures().at(comm.coordinator()).find("returned 0 payloads"), std::string::npos);
   e = expect_checkpoint_error([&] { comm.broadcast("bcast", []() -> Bytes { throw 42; }); });

@@ -53,7 +53,8 @@ std::string read_everything(const std::string& old, const std::string& scratch, 
   }
   const auto report = verify_checkpoint(old);
   if (!report.ok()) return "verify_checkpoint found problems: " + report.problems.front().message;
-  if (report.bytes_read != static_cast<std::int64_t>(old_weight().nbytes() + old_bias().nbytes())) return "verify_checkpoint read too little";
+  if (report.bytes_read != static_cast<std::int64_t>(old_weight().nbytes() + old_bias().nbytes()))
+    return "verify_checkpoint read too little";
   if (detect_file_kind(old) != FileKind::H5dcpCheckpoint) return "detect_file_kind says it is no checkpoint";
   checkpoint_to_torch_save(old, scratch);
   const auto back = read_torch_save(scratch);

@@ -8,8 +8,8 @@
 #include <sys/mount.h>
 
 #include <chrono>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 
 #include "h5dcp/h5dcp.hpp"
 #include "test_support.hpp"
@@ -131,9 +131,7 @@ TEST_F(Failures, UnsupportedDtypeIsNamed) {
 }
 
 TEST_F(Failures, LoadNamesMissingKeysAndMismatches) {
-  StateDict into{{"w", at::zeros({12, 5}, at::kFloat)},
-                 {"absent", at::zeros({1})},
-                 {"w_as_double", at::zeros({1})}};
+  StateDict into{{"w", at::zeros({12, 5}, at::kFloat)}, {"absent", at::zeros({1})}, {"w_as_double", at::zeros({1})}};
   const auto e = expect_checkpoint_error([&] { load(into, path_); });
   EXPECT_EQ(e.step(), "load:plan");
   EXPECT_EQ(e.failures().size(), static_cast<std::size_t>(test::world_size()));
@@ -246,8 +244,7 @@ TEST(Deadline, AStalledRankIsNamedAndNobodyWaitsForever) {
       EXPECT_NE(std::string(e.what()).find("the coordinator did not answer"), std::string::npos) << e.what();
     } else {
       EXPECT_EQ(e.failures().count(stalled), 1u) << e.what();
-      EXPECT_NE(std::string(e.what()).find("did not reach step 'save:plan' within 1 s"), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("did not reach step 'save:plan' within 1 s"), std::string::npos) << e.what();
     }
   }
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -70,9 +70,9 @@ class HiddenPath : public ::testing::Test {
 TEST_F(HiddenPath, LoadOfAFileTheLastRankCannotSee) {
   const auto path = write_on(0, "seen_by_first.h5");
   StateDict into{{"w", at::zeros({12, 7})}, {"step", std::int64_t{0}}};
-  expect_not_visible([&] { load(into, path, load_options_); },
-                     "h5dcp: load: '" + path + "' is not visible on rank " + std::to_string(blind_) +
-                         ": use a shared file system");
+  expect_not_visible(
+      [&] { load(into, path, load_options_); },
+      "h5dcp: load: '" + path + "' is not visible on rank " + std::to_string(blind_) + ": use a shared file system");
   LoadAllOptions all;
   all.timeout_seconds = 30;
   expect_not_visible([&] { load_all(path, all); },

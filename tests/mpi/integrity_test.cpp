@@ -55,8 +55,9 @@ std::string checkpoint_error(Fn&& fn) {
 const Shape kShape{300, 1100};  // 1.3 MB of float32: more than one checksum slab
 
 StateDict state(int rank, int size) {
-  return StateDict{{"model", StateDict{{"w", test::grid_shards(reference_tensor(kShape, at::kFloat), size, 1, rank, size)}}},
-                   {"note", "intact"}};
+  return StateDict{
+      {"model", StateDict{{"w", test::grid_shards(reference_tensor(kShape, at::kFloat), size, 1, rank, size)}}},
+      {"note", "intact"}};
 }
 
 TEST(Integrity, AFlippedDataByteIsCaughtOnEveryKindOfLoad) {
@@ -73,7 +74,8 @@ TEST(Integrity, AFlippedDataByteIsCaughtOnEveryKindOfLoad) {
   for (const auto& layout : {"same", "columns", "whole"}) {
     StateDict target;
     if (std::string(layout) == "same")
-      target["model"] = StateDict{{"w", test::zeros_like(std::get<ShardedTensor>(value_at(state(rank, size), "model/w")))}};
+      target["model"] =
+          StateDict{{"w", test::zeros_like(std::get<ShardedTensor>(value_at(state(rank, size), "model/w")))}};
     else if (std::string(layout) == "columns")
       target["model"] = StateDict{{"w", test::zeros_like(test::grid_shards(at::zeros(kShape), 1, size, rank, size))}};
     else
@@ -136,7 +138,7 @@ struct InjectFault {
   ~InjectFault() { ::unsetenv("H5DCP_INJECT_FAULT"); }
 };
 
-// Early write-back (core/early_writeback.hpp) at its most frequent, on row
+// Early write-back (storage/early_writeback.hpp) at its most frequent, on row
 // shards (independent writes), column shards (collective writes) and the
 // async saver's pieces: every byte arrives, the checksums agree.
 TEST(Integrity, EarlyWritebackKeepsEveryByte) {

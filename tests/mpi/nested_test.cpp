@@ -25,12 +25,14 @@ struct Fixture {
         {"model", StateDict{{"layer 1.weight", test::grid_shards(weight, size, 1, rank, size)},
                             {"layer 1.bias", bias.clone()},
                             {"κλειδί/with slash", reference_tensor({}, at::kLong, 9)}}},
-        {"optim",
-         StateDict{{"state", StateDict{{"layer 1.weight", StateDict{{"exp_avg", test::grid_shards(moment, 1, size, rank, size)},
-                                                                      {"step", 12}}}}},
-                   {"param_groups",
-                    StateList{StateDict{{"lr", 0.001}, {"betas", StateList{0.9, 0.999}}, {"name", "adam"},
-                                        {"amsgrad", false}, {"foreach", StateValue()}}}}}},
+        {"optim", StateDict{{"state", StateDict{{"layer 1.weight",
+                                                 StateDict{{"exp_avg", test::grid_shards(moment, 1, size, rank, size)},
+                                                           {"step", 12}}}}},
+                            {"param_groups", StateList{StateDict{{"lr", 0.001},
+                                                                 {"betas", StateList{0.9, 0.999}},
+                                                                 {"name", "adam"},
+                                                                 {"amsgrad", false},
+                                                                 {"foreach", StateValue()}}}}}},
         {"step", std::int64_t{1} << 40},
         {"blob", ByteString{std::string("\0\1\2\xff", 4)}},
         {"pickled", PickledObject{std::string("\x80\x02K\x2a.", 5)}},
@@ -102,8 +104,9 @@ TEST(Nested, EveryKindOfValueRoundTrips) {
   const auto result = save(saved, dir.file("nested.h5"));
   EXPECT_EQ(result.metadata.containers.at("optim/param_groups"), ContainerKind::List);
   EXPECT_EQ(result.metadata.containers.at("empty list"), ContainerKind::List);
-  EXPECT_EQ(std::get<BytesStorageMetadata>(result.metadata.state_dict_metadata.at("optim/param_groups/0/name")).encoding,
-            "str");
+  EXPECT_EQ(
+      std::get<BytesStorageMetadata>(result.metadata.state_dict_metadata.at("optim/param_groups/0/name")).encoding,
+      "str");
 
   auto target = f.blank(rank, size);
   const auto report = load(target, dir.file("nested.h5"));
@@ -178,12 +181,13 @@ TEST(Nested, DtypeConversionOnlyWhenAsked) {
   convert.convert_dtype = true;
   load(as_double, dir.file("d.h5"), convert);
   EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(as_double.at("w")), full.to(at::kDouble)));
-  StateDict as_bf16{{"w", test::grid_shards(at::zeros({4, 5}, at::kBFloat16), 2, 2, test::world_rank(), test::world_size())}};
+  StateDict as_bf16{
+      {"w", test::grid_shards(at::zeros({4, 5}, at::kBFloat16), 2, 2, test::world_rank(), test::world_size())}};
   load(as_bf16, dir.file("d.h5"), convert);
   for (const auto& s : std::get<ShardedTensor>(as_bf16.at("w")).local_shards())
-    EXPECT_TRUE(bitwise_equal(s.tensor, full.narrow(0, s.offsets[0], s.tensor.size(0))
-                                            .narrow(1, s.offsets[1], s.tensor.size(1))
-                                            .to(at::kBFloat16)));
+    EXPECT_TRUE(bitwise_equal(
+        s.tensor,
+        full.narrow(0, s.offsets[0], s.tensor.size(0)).narrow(1, s.offsets[1], s.tensor.size(1)).to(at::kBFloat16)));
 }
 
 TEST(Nested, KindMismatchesAndValueDisagreementsAreNamed) {

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <iterator>
 
-#include "core/deferred_removal.hpp"
-#include "core/durable_file.hpp"
 #include "h5dcp/h5dcp.hpp"
+#include "storage/deferred_removal.hpp"
+#include "storage/durable_file.hpp"
 #include "test_support.hpp"
 
 namespace h5dcp {

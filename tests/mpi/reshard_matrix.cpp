@@ -25,8 +25,8 @@ const std::vector<std::string> kLayouts{"rows", "columns", "blocks", "uneven", "
 
 // The blocks of a grid over dims 0 and 1 of `full` (other dims whole), given
 // to ranks round-robin; the blocks of `rank`, cloned.
-ShardedTensor grid(const at::Tensor& full, const std::vector<std::int64_t>& rows,
-                   const std::vector<std::int64_t>& cols, int rank, int size) {
+ShardedTensor grid(const at::Tensor& full, const std::vector<std::int64_t>& rows, const std::vector<std::int64_t>& cols,
+                   int rank, int size) {
   std::vector<Shard> shards;
   int block = 0;
   for (std::size_t r = 0; r + 1 < rows.size(); ++r)
@@ -35,8 +35,8 @@ ShardedTensor grid(const at::Tensor& full, const std::vector<std::int64_t>& rows
       std::vector<std::int64_t> offsets(static_cast<std::size_t>(full.dim()), 0);
       offsets[0] = rows[r];
       offsets[1] = cols[c];
-      shards.push_back(Shard{full.narrow(0, rows[r], rows[r + 1] - rows[r]).narrow(1, cols[c], cols[c + 1] - cols[c]).clone(),
-                             offsets});
+      shards.push_back(Shard{
+          full.narrow(0, rows[r], rows[r + 1] - rows[r]).narrow(1, cols[c], cols[c + 1] - cols[c]).clone(), offsets});
     }
   return ShardedTensor(full.sizes().vec(), std::move(shards));
 }
@@ -89,7 +89,8 @@ bool matches(const h5dcp::StateValue& got, const at::Tensor& full) {
   for (const auto& s : std::get<ShardedTensor>(got).local_shards()) {
     auto expected = full;
     for (std::size_t d = 0; d < s.offsets.size(); ++d)
-      expected = expected.narrow(static_cast<std::int64_t>(d), s.offsets[d], s.tensor.size(static_cast<std::int64_t>(d)));
+      expected =
+          expected.narrow(static_cast<std::int64_t>(d), s.offsets[d], s.tensor.size(static_cast<std::int64_t>(d)));
     if (!h5dcp::test::bitwise_equal(s.tensor, expected)) return false;
   }
   return true;
@@ -144,8 +145,8 @@ int main(int argc, char** argv) {
         }
       }
       // Every file was loaded into every layout.
-      report(passed + failed == 1 + expected_pairs, "loads made: " + std::to_string(passed + failed - 1) + " of " +
-                                                         std::to_string(expected_pairs));
+      report(passed + failed == 1 + expected_pairs,
+             "loads made: " + std::to_string(passed + failed - 1) + " of " + std::to_string(expected_pairs));
     } else {
       if (rank == 0) std::fprintf(stderr, "usage: reshard_matrix save|load DIR\n");
       MPI_Finalize();

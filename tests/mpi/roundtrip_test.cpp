@@ -25,13 +25,16 @@ ShardedTensor row_shards(const at::Tensor& full, int rank, int size) {
   return ShardedTensor(std::vector<std::int64_t>(full.sizes().begin(), full.sizes().end()), std::move(shards));
 }
 
-ShardedTensor column_shards(const at::Tensor& full, int rank, int size) { return test::grid_shards(full, 1, size, rank, size); }
+ShardedTensor column_shards(const at::Tensor& full, int rank, int size) {
+  return test::grid_shards(full, 1, size, rank, size);
+}
 
 void expect_shards_match(const ShardedTensor& loaded, const at::Tensor& full, const std::string& what) {
   for (const auto& s : loaded.local_shards()) {
     auto expected = full;
     for (std::size_t d = 0; d < s.offsets.size(); ++d)
-      expected = expected.narrow(static_cast<std::int64_t>(d), s.offsets[d], s.tensor.size(static_cast<std::int64_t>(d)));
+      expected =
+          expected.narrow(static_cast<std::int64_t>(d), s.offsets[d], s.tensor.size(static_cast<std::int64_t>(d)));
     EXPECT_TRUE(bitwise_equal(s.tensor, expected)) << what << " shard at offset " << s.offsets[0];
   }
 }
@@ -104,12 +107,12 @@ ShardedTensor blocks_2d(const at::Tensor& full, int rank, int size) {
   // A 3 x 2 grid of uneven blocks, dealt round-robin: several per rank.
   return test::grid_shards(full, 3, 2, rank, size);
 }
-ShardedTensor blocks_fine(const at::Tensor& full, int rank, int size) { return test::grid_shards(full, 4, 5, rank, size); }
+ShardedTensor blocks_fine(const at::Tensor& full, int rank, int size) {
+  return test::grid_shards(full, 4, 5, rank, size);
+}
 
-const std::vector<Layout> kLayouts{{"rows", row_shards},
-                                   {"columns", column_shards},
-                                   {"blocks", blocks_2d},
-                                   {"fine-blocks", blocks_fine}};
+const std::vector<Layout> kLayouts{
+    {"rows", row_shards}, {"columns", column_shards}, {"blocks", blocks_2d}, {"fine-blocks", blocks_fine}};
 
 TEST(RoundTrip, AnyShardingLoadsIntoAnyOther) {
   test::TempDir dir;
@@ -159,7 +162,8 @@ TEST(RoundTrip, KeysThatAreNotHdf5NamesAndEmptyTensors) {
   StateDict into;
   for (const auto& [k, v] : sd) into[k] = at::full_like(std::get<at::Tensor>(v), 1);
   load(into, dir.file("names.h5"));
-  for (const auto& [k, v] : sd) EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(into.at(k)), std::get<at::Tensor>(v))) << k;
+  for (const auto& [k, v] : sd)
+    EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(into.at(k)), std::get<at::Tensor>(v))) << k;
 }
 
 TEST(RoundTrip, NonContiguousSourcesAndTargets) {
@@ -181,7 +185,7 @@ TEST(RoundTrip, ReplicatedShardsAreWrittenOnce) {
   test::TempDir dir;
   const auto full = reference_tensor({8, 2}, at::kFloat);
   StateDict sd{{"tp", ShardedTensor({8, 2}, {Shard{full.narrow(0, 0, 5).clone(), {0, 0}},
-                                            Shard{full.narrow(0, 5, 3).clone(), {5, 0}}})}};
+                                             Shard{full.narrow(0, 5, 3).clone(), {5, 0}}})}};
   const auto md = save(sd, dir.file("rep.h5")).metadata;
   EXPECT_EQ(find_tensor_metadata(md, "tp").chunks.size(), 2u);
   StateDict into{{"tp", at::zeros_like(full)}};

@@ -36,11 +36,25 @@ struct Net : torch::nn::Module {
 using MakeOptimizer = std::function<std::shared_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)>;
 
 const std::vector<std::pair<std::string, MakeOptimizer>> kOptimizers{
-    {"SGD", [](auto p) { return std::make_shared<torch::optim::SGD>(p, torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true)); }},
-    {"Adam", [](auto p) { return std::make_shared<torch::optim::Adam>(p, torch::optim::AdamOptions(0.01).amsgrad(true)); }},
-    {"AdamW", [](auto p) { return std::make_shared<torch::optim::AdamW>(p, torch::optim::AdamWOptions(0.01).weight_decay(0.1)); }},
-    {"Adagrad", [](auto p) { return std::make_shared<torch::optim::Adagrad>(p, torch::optim::AdagradOptions(0.1).lr_decay(0.01)); }},
-    {"RMSprop", [](auto p) { return std::make_shared<torch::optim::RMSprop>(p, torch::optim::RMSpropOptions(0.01).momentum(0.5).centered(true)); }},
+    {"SGD",
+     [](auto p) {
+       return std::make_shared<torch::optim::SGD>(p, torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
+     }},
+    {"Adam",
+     [](auto p) { return std::make_shared<torch::optim::Adam>(p, torch::optim::AdamOptions(0.01).amsgrad(true)); }},
+    {"AdamW",
+     [](auto p) {
+       return std::make_shared<torch::optim::AdamW>(p, torch::optim::AdamWOptions(0.01).weight_decay(0.1));
+     }},
+    {"Adagrad",
+     [](auto p) {
+       return std::make_shared<torch::optim::Adagrad>(p, torch::optim::AdagradOptions(0.1).lr_decay(0.01));
+     }},
+    {"RMSprop",
+     [](auto p) {
+       return std::make_shared<torch::optim::RMSprop>(p,
+                                                      torch::optim::RMSpropOptions(0.01).momentum(0.5).centered(true));
+     }},
 };
 
 void train(Net& net, torch::optim::Optimizer& optimizer, int first_step, int steps) {
@@ -135,7 +149,8 @@ struct ShardedRun {
   ShardedRun(const BlockLayout& layout, const Shape& sizes, int steps) {
     auto block = [&](const at::Tensor& full) {
       auto t = full;
-      for (std::size_t d = 0; d < sizes.size(); ++d) t = t.narrow(static_cast<std::int64_t>(d), layout.offsets[d], sizes[d]);
+      for (std::size_t d = 0; d < sizes.size(); ++d)
+        t = t.narrow(static_cast<std::int64_t>(d), layout.offsets[d], sizes[d]);
       return t.contiguous();
     };
     param = block(at::ones(kShape, at::kFloat)).set_requires_grad(true);
@@ -170,8 +185,9 @@ TEST(ShardedOptimizer, Zero1StateSavedOnNLoadsOnFewerRanks) {
   {
     const auto layout = chunk_dim0(kShape, test::world_rank(), size);
     ShardedRun run(layout, chunk_dim0_sizes(kShape, test::world_rank(), size), 3);
-    auto state = std::make_shared<OptimizerState>(run.adam, std::vector<std::pair<std::string, at::Tensor>>{{"w", run.param}},
-                                                  std::map<std::string, BlockLayout>{{"w", layout}});
+    auto state =
+        std::make_shared<OptimizerState>(run.adam, std::vector<std::pair<std::string, at::Tensor>>{{"w", run.param}},
+                                         std::map<std::string, BlockLayout>{{"w", layout}});
     save(StateDict{{"optim", state}}, dir.file("zero1.h5"));
   }
   for (int m = 1; m <= size; ++m) {
@@ -239,7 +255,8 @@ TEST(ShardedOptimizer, TwoDimensionalLayoutReshardsWithOffsetTranslation) {
       MPI_Comm_split(sub, g.tp_rank, g.dp_rank, &dp_comm);  // ranks sharing a TP block
       // The model as this rank holds it: one TP block of "w".
       StateDict model{{"w", ShardedTensor(kShape, {Shard{at::ones(g.block_sizes()), g.block_offsets()}})}};
-      const auto loaded = load_sharded_optimizer_state_dict(model, "optim", dir.file("2d.h5"), dp_comm, LoadOptions{}, sub);
+      const auto loaded =
+          load_sharded_optimizer_state_dict(model, "optim", dir.file("2d.h5"), dp_comm, LoadOptions{}, sub);
       const auto& exp_avg = std::get<ShardedTensor>(value_at(loaded, "state/w/exp_avg"));
       // In the block's own coordinates: global shape = the block's.
       EXPECT_EQ(exp_avg.global_shape(), g.block_sizes()) << "m=" << m;

@@ -5,8 +5,8 @@
 #include <ATen/ATen.h>
 #include <ATen/core/class_type.h>
 #include <c10/core/GradMode.h>
-#include <gtest/gtest.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <gtest/gtest.h>
 #include <torch/cuda.h>
 
 #include "h5dcp/async_save.hpp"

@@ -16,14 +16,15 @@
 // Every line printed is one JSON object for the driver. Generation g's data
 // is a pure function of g, so a check tells exactly which save it holds.
 
-#include <mpi.h>
 #include <hdf5.h>
+#include <mpi.h>
 
 #include <ATen/ops/arange.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,12 +34,11 @@
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <chrono>
 #include <thread>
 #include <vector>
 
-#include "core/deferred_removal.hpp"
 #include "h5dcp/h5dcp.hpp"
+#include "storage/deferred_removal.hpp"
 
 namespace fs = std::filesystem;
 
@@ -93,9 +93,10 @@ h5dcp::StateDict state(int mib, int gen, const std::string& layout = "rows") {
 }
 
 h5dcp::StateDict empty_target(int mib) {
-  return h5dcp::StateDict{{"model", h5dcp::StateDict{{"w", at::zeros({rows_for(mib), kCols})}, {"b", at::zeros({kCols})}}},
-                          {"step", std::int64_t{0}},
-                          {"note", std::string()}};
+  return h5dcp::StateDict{
+      {"model", h5dcp::StateDict{{"w", at::zeros({rows_for(mib), kCols})}, {"b", at::zeros({kCols})}}},
+      {"step", std::int64_t{0}},
+      {"note", std::string()}};
 }
 
 bool same_bits(const at::Tensor& a, const at::Tensor& b) {
@@ -106,10 +107,10 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
 // The generation a loaded target holds, or -1 when it is not exactly one.
 int generation_of(const h5dcp::StateDict& loaded, int mib) {
   const auto gen = static_cast<int>(std::get<std::int64_t>(h5dcp::value_at(loaded, "step")));
-  const bool exact = same_bits(std::get<at::Tensor>(h5dcp::value_at(loaded, "model/w")), weights(rows_for(mib), gen)) &&
-                     same_bits(std::get<at::Tensor>(h5dcp::value_at(loaded, "model/b")),
-                               at::full({kCols}, static_cast<float>(gen))) &&
-                     std::get<std::string>(h5dcp::value_at(loaded, "note")) == "generation " + std::to_string(gen);
+  const bool exact =
+      same_bits(std::get<at::Tensor>(h5dcp::value_at(loaded, "model/w")), weights(rows_for(mib), gen)) &&
+      same_bits(std::get<at::Tensor>(h5dcp::value_at(loaded, "model/b")), at::full({kCols}, static_cast<float>(gen))) &&
+      std::get<std::string>(h5dcp::value_at(loaded, "note")) == "generation " + std::to_string(gen);
   return exact ? gen : -1;
 }
 
@@ -129,7 +130,8 @@ std::string json_string(const std::string& s) {
 // This rank's outcome of an attempt, as the driver reads it.
 void report(const char* what, const std::string& error_step, const std::string& message, const std::string& failing) {
   std::printf("{\"rank\": %d, \"attempt\": \"%s\", \"error\": %s, \"step\": %s, \"failing\": [%s]}\n", rank_of(), what,
-              message.empty() ? "null" : json_string(message).c_str(), json_string(error_step).c_str(), failing.c_str());
+              message.empty() ? "null" : json_string(message).c_str(), json_string(error_step).c_str(),
+              failing.c_str());
   std::fflush(stdout);
 }
 
@@ -229,7 +231,7 @@ int run_check(const std::string& dir, int mib) {
   const auto before = leftovers(dir);
   h5dcp::save(state(mib, 99), path);
   // The checkpoint that save replaced is removed by a background thread
-  // (core/deferred_removal.hpp): what is left is what remains once it is done.
+  // (storage/deferred_removal.hpp): what is left is what remains once it is done.
   h5dcp::detail::finish_background_removals();
   const auto after = leftovers(dir);
   std::printf("{\"generation\": %d, \"error\": %s, \"leftovers\": %s, \"after_next_save\": %s}\n", gen,
@@ -286,7 +288,10 @@ int run_flips(const std::string& file, int mib, unsigned seed, int first, int co
     const auto mask = static_cast<char>(1 + random() % 255);
     auto bytes = original;
     bytes[static_cast<std::size_t>(at)] ^= mask;
-    { std::ofstream(damaged, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size())); }
+    {
+      std::ofstream(damaged, std::ios::binary | std::ios::trunc)
+          .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
     std::string outcome;
     std::string message;
     try {
@@ -318,7 +323,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> a(argv + 1, argv + argc);
   try {
     if ((a.size() == 5 || a.size() == 6) && (a[0] == "save" || a[0] == "load"))
-      rc = run_save_or_load(a[0] == "load", a[1], std::stoi(a[2]), a[3], std::stod(a[4]), a.size() == 6 ? a[5] : "rows");
+      rc =
+          run_save_or_load(a[0] == "load", a[1], std::stoi(a[2]), a[3], std::stod(a[4]), a.size() == 6 ? a[5] : "rows");
     else if (a.size() == 3 && a[0] == "loop")
       rc = run_loop(a[1], std::stoi(a[2]));
     else if (a.size() == 3 && a[0] == "check")

@@ -107,12 +107,27 @@ at::Tensor reference_tensor(at::IntArrayRef shape, at::ScalarType dtype, std::in
 }
 
 const std::vector<at::ScalarType>& all_dtypes() {
-  static const std::vector<at::ScalarType> dtypes{
-      at::kDouble, at::kFloat,         at::kHalf,        at::kBFloat16,       at::kLong,
-      at::kInt,    at::kShort,         at::kChar,        at::kByte,           at::kBool,
-      at::kUInt16, at::kUInt32,        at::kUInt64,      at::kFloat8_e4m3fn,  at::kFloat8_e5m2,
-      at::kFloat8_e4m3fnuz, at::kFloat8_e5m2fnuz, at::kFloat8_e8m0fnu, at::kComplexHalf, at::kComplexFloat,
-      at::kComplexDouble};
+  static const std::vector<at::ScalarType> dtypes{at::kDouble,
+                                                  at::kFloat,
+                                                  at::kHalf,
+                                                  at::kBFloat16,
+                                                  at::kLong,
+                                                  at::kInt,
+                                                  at::kShort,
+                                                  at::kChar,
+                                                  at::kByte,
+                                                  at::kBool,
+                                                  at::kUInt16,
+                                                  at::kUInt32,
+                                                  at::kUInt64,
+                                                  at::kFloat8_e4m3fn,
+                                                  at::kFloat8_e5m2,
+                                                  at::kFloat8_e4m3fnuz,
+                                                  at::kFloat8_e5m2fnuz,
+                                                  at::kFloat8_e8m0fnu,
+                                                  at::kComplexHalf,
+                                                  at::kComplexFloat,
+                                                  at::kComplexDouble};
   return dtypes;
 }
 

@@ -73,7 +73,7 @@ CheckpointError expect_checkpoint_error(Fn&& fn) {
     return e;
   }
   ADD_FAILURE() << "expected a CheckpointError on rank " << world_rank();
-  return CheckpointError("none", {});
+  return CheckpointError("none", std::map<int, std::string>{});
 }
 
 /// Zero-filled shards with the same layout as `like`.

@@ -13,8 +13,8 @@
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/torch_save.hpp"
+#include "interop/torch_save_load.hpp"
 #include "test_support.hpp"
-#include "torch/torch_save_load.hpp"
 
 namespace h5dcp {
 namespace {

@@ -6,14 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/checkpoint_reader.hpp"
@@ -21,11 +21,11 @@
 #include "h5dcp/file_kind.hpp"
 #include "h5dcp/torch_save.hpp"
 #include "h5dcp/verify.hpp"
+#include "interop/pickle_reader.hpp"
+#include "interop/pickle_writer.hpp"
+#include "interop/torch_save_index.hpp"
+#include "interop/torch_save_tree.hpp"
 #include "test_support.hpp"
-#include "torch/pickle_reader.hpp"
-#include "torch/pickle_writer.hpp"
-#include "torch/torch_save_index.hpp"
-#include "torch/torch_save_tree.hpp"
 
 namespace h5dcp {
 namespace {
@@ -156,14 +156,16 @@ TEST(Pickle, UntypedStoragesAreTypedByRebuildTensorV3) {
   auto two = pickle::Object::of(pickle::Kind::Dict);
   two->entries.emplace_back(pickle::Object::str_of("a"), tensor_of(storage(DType::UInt16, 2), {2}));
   two->entries.emplace_back(pickle::Object::str_of("b"), tensor_of(storage(DType::Float8_e5m2, 4), {4}));
-  EXPECT_NE(message_of<FormatError>([&] { pickle::unpickle(pickle::pickle(*two), "t"); })
-                .find("is viewed as uint16 and as float8_e5m2"),
+  EXPECT_NE(message_of<FormatError>([&] {
+              pickle::unpickle(pickle::pickle(*two), "t");
+            }).find("is viewed as uint16 and as float8_e5m2"),
             std::string::npos);
   // A dtype h5dcp does not store, named by _rebuild_tensor_v3: refused with its key.
   auto bits = data;
   bits.replace(bits.find("uint16"), 6, "bits16");
-  EXPECT_NE(message_of<FormatError>([&] { detail::index_torch_save(*pickle::unpickle(bits, "t"), "t", bits.size()); })
-                .find("'a' is a tensor of dtype torch.bits16, which h5dcp cannot store"),
+  EXPECT_NE(message_of<FormatError>([&] {
+              detail::index_torch_save(*pickle::unpickle(bits, "t"), "t", bits.size());
+            }).find("'a' is a tensor of dtype torch.bits16, which h5dcp cannot store"),
             std::string::npos);
 }
 
@@ -191,28 +193,27 @@ TEST(ReadTorchSave, EveryDtypeBitForBit) {
   const auto sd = read_torch_save(fixture("matrix.pt"));
   // PyTorch 2.x pickles the dtypes after bool with _rebuild_tensor_v3 and an
   // UntypedStorage (complex64/128 with their legacy storage classes).
-  const std::pair<const char*, at::ScalarType> dtypes[] = {
-      {"float64", at::kDouble},
-      {"float32", at::kFloat},
-      {"float16", at::kHalf},
-      {"bfloat16", at::kBFloat16},
-      {"int64", at::kLong},
-      {"int32", at::kInt},
-      {"int16", at::kShort},
-      {"int8", at::kChar},
-      {"uint8", at::kByte},
-      {"bool", at::kBool},
-      {"uint16", at::kUInt16},
-      {"uint32", at::kUInt32},
-      {"uint64", at::kUInt64},
-      {"float8_e4m3fn", at::kFloat8_e4m3fn},
-      {"float8_e5m2", at::kFloat8_e5m2},
-      {"float8_e4m3fnuz", at::kFloat8_e4m3fnuz},
-      {"float8_e5m2fnuz", at::kFloat8_e5m2fnuz},
-      {"float8_e8m0fnu", at::kFloat8_e8m0fnu},
-      {"complex32", at::kComplexHalf},
-      {"complex64", at::kComplexFloat},
-      {"complex128", at::kComplexDouble}};
+  const std::pair<const char*, at::ScalarType> dtypes[] = {{"float64", at::kDouble},
+                                                           {"float32", at::kFloat},
+                                                           {"float16", at::kHalf},
+                                                           {"bfloat16", at::kBFloat16},
+                                                           {"int64", at::kLong},
+                                                           {"int32", at::kInt},
+                                                           {"int16", at::kShort},
+                                                           {"int8", at::kChar},
+                                                           {"uint8", at::kByte},
+                                                           {"bool", at::kBool},
+                                                           {"uint16", at::kUInt16},
+                                                           {"uint32", at::kUInt32},
+                                                           {"uint64", at::kUInt64},
+                                                           {"float8_e4m3fn", at::kFloat8_e4m3fn},
+                                                           {"float8_e5m2", at::kFloat8_e5m2},
+                                                           {"float8_e4m3fnuz", at::kFloat8_e4m3fnuz},
+                                                           {"float8_e5m2fnuz", at::kFloat8_e5m2fnuz},
+                                                           {"float8_e8m0fnu", at::kFloat8_e8m0fnu},
+                                                           {"complex32", at::kComplexHalf},
+                                                           {"complex64", at::kComplexFloat},
+                                                           {"complex128", at::kComplexDouble}};
   static_assert(std::size(dtypes) == static_cast<std::size_t>(kLastDType) + 1, "every dtype h5dcp stores");
   for (const auto& [name, dtype] : dtypes)
     EXPECT_TRUE(bitwise_equal(tensor_at(sd, std::string("dtypes/") + name), reference_tensor({3, 5}, dtype))) << name;
@@ -305,8 +306,7 @@ TEST(ReadTorchSave, ClearErrorsForWhatItDoesNotRead) {
             std::string::npos);
   EXPECT_NE(message_of<FormatError>([] { read_torch_save(fixture("set.pt")); }).find("set"), std::string::npos);
   const auto float4 = message_of<FormatError>([] { read_torch_save(fixture("float4.pt")); });
-  EXPECT_NE(float4.find("'c' is a tensor of dtype torch.float4_e2m1fn_x2, which h5dcp cannot store"),
-            std::string::npos)
+  EXPECT_NE(float4.find("'c' is a tensor of dtype torch.float4_e2m1fn_x2, which h5dcp cannot store"), std::string::npos)
       << float4;
   EXPECT_NE(message_of<FormatError>([] { read_torch_save(fixture("plain.h5")); }).find("HDF5"), std::string::npos);
   EXPECT_NE(message_of<IoError>([] { read_torch_save(fixture("missing.pt")); }).find("No such file"),
@@ -360,8 +360,9 @@ TEST(WriteTorchSave, TextThatIsNotUtf8IsRefusedNamingItsKey) {
   // A checkpoint may hold such a string (save stores the bytes, verify reports
   // them): converting it names the value too.
   save(StateDict{{"ok", std::string("h\xc3\xa9")}, {"bad", std::string("\xff\xfe")}}, dir.file("u.h5"));
-  EXPECT_NE(message_of<UsageError>([&] { checkpoint_to_torch_save(dir.file("u.h5"), dir.file("u.pt")); })
-                .find("the string value of 'bad' is not valid UTF-8"),
+  EXPECT_NE(message_of<UsageError>([&] {
+              checkpoint_to_torch_save(dir.file("u.h5"), dir.file("u.pt"));
+            }).find("the string value of 'bad' is not valid UTF-8"),
             std::string::npos);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"u.h5"});  // nothing left behind
 }
@@ -458,7 +459,8 @@ TEST(Verify, ATruncatedFileIsAProblemNotAnException) {
 
 std::string hostile(const std::string& name) {
   const char* dir = std::getenv("H5DCP_HOSTILE_PT");
-  if (dir == nullptr) ADD_FAILURE() << "H5DCP_HOSTILE_PT is not set (CTest sets it; torch_save.hostile_files writes them)";
+  if (dir == nullptr)
+    ADD_FAILURE() << "H5DCP_HOSTILE_PT is not set (CTest sets it; torch_save.hostile_files writes them)";
   return std::string(dir ? dir : "/nonexistent") + "/" + name;
 }
 
@@ -583,7 +585,8 @@ TEST(HostilePt, EachClassIsRefusedForWhatItIs) {
   }
   // A storage whose record is too short was converted from the bytes after it.
   test::TempDir dir;
-  const auto run = in_child([&] { torch_save_to_checkpoint(hostile("refuse-storage-beyond-record.pt"), dir.file("x.h5")); }, 512);
+  const auto run =
+      in_child([&] { torch_save_to_checkpoint(hostile("refuse-storage-beyond-record.pt"), dir.file("x.h5")); }, 512);
   EXPECT_NE(run.outcome.find("its storage needs 4000"), std::string::npos) << run.outcome;
 }
 
@@ -597,7 +600,8 @@ TEST(HostilePt, PickleMemoryPerOpcodeIsBounded) {
   // A real state dict's pickle takes a small part of the budget.
   StateDict sd;
   for (int i = 0; i < 2000; ++i)
-    sd["layer" + std::to_string(i)] = StateDict{{"weight", at::ones({4, 4})}, {"bias", at::zeros({4})}, {"step", std::int64_t{i}}};
+    sd["layer" + std::to_string(i)] =
+        StateDict{{"weight", at::ones({4, 4})}, {"bias", at::zeros({4})}, {"step", std::int64_t{i}}};
   pickle::UnpickleStats stats;
   int keys = 0;
   const auto data = pickle::pickle(*detail::pickle_tree(sd, [&](const std::string&, const at::Tensor& t) {
@@ -615,7 +619,8 @@ TEST(HostilePt, AnExpandedGibibyteConvertsInSlabs) {
   // torch.save of a [1, 1024] row expanded to [262144, 1024]: 4 KiB of
   // storage, 1 GiB of tensor. It was materialised whole.
   test::TempDir dir;
-  const auto run = in_child([&] { torch_save_to_checkpoint(hostile("accept-expanded-1gib.pt"), dir.file("x.h5")); }, 1024);
+  const auto run =
+      in_child([&] { torch_save_to_checkpoint(hostile("accept-expanded-1gib.pt"), dir.file("x.h5")); }, 1024);
   EXPECT_EQ(run.outcome, "ok");
   EXPECT_LT(run.rss_growth_mib, 300 * kRssBoundScale);
   CheckpointReader reader(dir.file("x.h5"));

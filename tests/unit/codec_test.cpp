@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
+#include "base/key_escape.hpp"
 #include "h5dcp/dtype.hpp"
 #include "h5dcp/error.hpp"
-#include "core/key_escape.hpp"
 #include "plan/codec.hpp"
 
 namespace h5dcp::detail {
@@ -35,10 +35,16 @@ TEST(Codec, GlobalSavePlanRoundTrips) {
 }
 
 TEST(Codec, SavePlanAndMetadataRoundTrip) {
-  SavePlan plan{{WriteItem{MetadataIndex{"w", Shape{2}, 1}, WriteItemType::Shard, DType::Int16, {4}, {{2}, {2}}, {}, {}},
-                 WriteItem{MetadataIndex{"v", std::nullopt, std::nullopt}, WriteItemType::Value, DType::UInt8, {}, {},
-                           "bytes", std::string("\0\1\2", 3)}},
-                {{"d", ContainerKind::Dict}, {"d/l", ContainerKind::List}}};
+  SavePlan plan{
+      {WriteItem{MetadataIndex{"w", Shape{2}, 1}, WriteItemType::Shard, DType::Int16, {4}, {{2}, {2}}, {}, {}},
+       WriteItem{MetadataIndex{"v", std::nullopt, std::nullopt},
+                 WriteItemType::Value,
+                 DType::UInt8,
+                 {},
+                 {},
+                 "bytes",
+                 std::string("\0\1\2", 3)}},
+      {{"d", ContainerKind::Dict}, {"d/l", ContainerKind::List}}};
   const auto back = decode_save_plan(encode(plan));
   ASSERT_EQ(back.items.size(), 2u);
   EXPECT_EQ(back.items[1].type, WriteItemType::Value);
@@ -70,9 +76,10 @@ TEST(Codec, SavePlanAndMetadataRoundTrip) {
 }
 
 TEST(Codec, TruncatedOrTrailingBytesAreRefused) {
-  const auto bytes = encode(SavePlan{{WriteItem{MetadataIndex{"w", std::nullopt, std::nullopt}, WriteItemType::Tensor,
-                                                DType::Int8, {4}, {{0}, {4}}, {}, {}}},
-                                     {}});
+  const auto bytes = encode(SavePlan{
+      {WriteItem{
+          MetadataIndex{"w", std::nullopt, std::nullopt}, WriteItemType::Tensor, DType::Int8, {4}, {{0}, {4}}, {}, {}}},
+      {}});
   for (std::size_t cut = 0; cut < bytes.size(); ++cut)
     EXPECT_THROW(decode_save_plan(bytes.substr(0, cut)), Error) << "cut at " << cut;
   EXPECT_THROW(decode_save_plan(bytes + "x"), Error);

@@ -3,13 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
-#include <unistd.h>
 
-#include "core/early_writeback.hpp"
+#include "storage/early_writeback.hpp"
 
 namespace h5dcp::detail {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "core/fault_injection.hpp"
+#include "base/fault_injection.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
@@ -21,7 +21,7 @@ TEST(FaultInjection, AStepFiresItsPointAfterItsWork) {
   begin_fault_step();
   EXPECT_THROW(fault_point_after_step("save:sync", 1), Error);
   begin_fault_step();
-  EXPECT_NO_THROW(fault_point_after_step("save:sync", 0));  // another rank
+  EXPECT_NO_THROW(fault_point_after_step("save:sync", 0));   // another rank
   EXPECT_NO_THROW(fault_point_after_step("save:write", 1));  // another point
 }
 

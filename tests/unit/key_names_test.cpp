@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "core/key_escape.hpp"
-#include "core/utf8.hpp"
+#include "base/key_escape.hpp"
+#include "base/utf8.hpp"
 #include "h5dcp/error.hpp"
 #include "plan/save_plan.hpp"
 
@@ -18,8 +18,8 @@ namespace {
 using namespace std::string_literals;
 
 WriteItem plain(const std::string& fqn) {
-  return WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt}, WriteItemType::Tensor, DType::Float32, {2},
-                   {{0}, {2}}, {}, {}};
+  return WriteItem{
+      MetadataIndex{fqn, std::nullopt, std::nullopt}, WriteItemType::Tensor, DType::Float32, {2}, {{0}, {2}}, {}, {}};
 }
 
 template <typename Fn>
@@ -38,8 +38,8 @@ TEST(Utf8, SurrogatesAndBrokenSequencesAreNotUtf8) {
   EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));  // U+D800
   EXPECT_TRUE(is_valid_utf8("\xed\x9f\xbf"));   // U+D7FF, the last code point before them
   EXPECT_FALSE(is_valid_utf8("\xff"));
-  EXPECT_FALSE(is_valid_utf8("\xc3"));          // truncated
-  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));      // overlong '/'
+  EXPECT_FALSE(is_valid_utf8("\xc3"));      // truncated
+  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));  // overlong '/'
   EXPECT_EQ(utf8_sequence_length("a\xc3\xa9", 1), 2u);
   EXPECT_EQ(utf8_sequence_length("a\xc3\xa9", 2), 0u);  // a continuation byte on its own
 }
@@ -71,9 +71,10 @@ TEST(KeyNames, KeysThatAreNotUtf8AreRefusedAtPlanning) {
   EXPECT_NE(usage_error_of([&] { validate_local_plan(surrogate); }).find("'w\\xed\\xb2\\x80' is not valid UTF-8"),
             std::string::npos);
   // What stays allowed: UTF-8, escapes, empty keys.
-  SavePlan fine{{plain("caf\xc3\xa9/%25/%2F/%")}, {{"caf\xc3\xa9", ContainerKind::Dict},
-                                                    {"caf\xc3\xa9/%25", ContainerKind::Dict},
-                                                    {"caf\xc3\xa9/%25/%2F", ContainerKind::Dict}}};
+  SavePlan fine{{plain("caf\xc3\xa9/%25/%2F/%")},
+                {{"caf\xc3\xa9", ContainerKind::Dict},
+                 {"caf\xc3\xa9/%25", ContainerKind::Dict},
+                 {"caf\xc3\xa9/%25/%2F", ContainerKind::Dict}}};
   EXPECT_NO_THROW(validate_local_plan(fine));
 }
 

@@ -43,11 +43,10 @@ TEST(LoadPlan, BlocksKnowTheSavedChunksTheyOverlap) {
 
 TEST(LoadPlan, EveryProblemIsReportedAtOnce) {
   try {
-    create_local_load_plan({want("missing.a", DType::Float32, {1}, {0}, {1}),
-                            want("missing.b", DType::Float32, {1}, {0}, {1}),
-                            want("w", DType::Float32, {8, 5}, {0, 0}, {8, 5}),
-                            want("b", DType::Int32, {4}, {0}, {4})},
-                           saved(), true, false);
+    create_local_load_plan(
+        {want("missing.a", DType::Float32, {1}, {0}, {1}), want("missing.b", DType::Float32, {1}, {0}, {1}),
+         want("w", DType::Float32, {8, 5}, {0, 0}, {8, 5}), want("b", DType::Int32, {4}, {0}, {4})},
+        saved(), true, false);
     FAIL() << "expected a UsageError";
   } catch (const UsageError& e) {
     const std::string m = e.what();
@@ -89,7 +88,7 @@ std::string plan_error(const std::vector<LoadRequest>& wanted, const Metadata& m
 TEST(LoadPlan, OverlappingChunksWhoseVolumesAddUpAreRefused) {
   Metadata md;
   md.state_dict_metadata["w"] = TensorStorageMetadata{{DType::Float32}, {4, 2}, {{{0, 0}, {2, 2}}, {{1, 0}, {2, 2}}}};
-  for (const auto& block : {want("w", DType::Float32, {4, 2}, {0, 0}, {4, 2}),    // the whole tensor
+  for (const auto& block : {want("w", DType::Float32, {4, 2}, {0, 0}, {4, 2}),     // the whole tensor
                             want("w", DType::Float32, {4, 2}, {0, 0}, {1, 2})}) {  // a block of one chunk only
     const auto message = plan_error({block}, md);
     EXPECT_EQ(message,
@@ -131,7 +130,7 @@ TEST(ChunkGeometry, VolumesThatOverflowAreCaught) {
   EXPECT_EQ(checked_volume({0, two32, two32}), 0);  // empty, whatever the other sizes
   EXPECT_EQ(checked_volume({4, -1}), std::nullopt);
   EXPECT_EQ(checked_volume({}), 1);
-  EXPECT_EQ(checked_bytes({two32, two32 / 8}, 4), std::nullopt);  // 2^63
+  EXPECT_EQ(checked_bytes({two32, two32 / 8}, 4), std::nullopt);            // 2^63
   EXPECT_EQ(checked_bytes({two32, two32 / 16}, 4), std::int64_t{1} << 62);  // 2^32 * 2^28 * 4
   EXPECT_THROW((void)volume({two32, two32}), UsageError);
 }

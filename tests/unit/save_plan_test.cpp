@@ -11,18 +11,28 @@ namespace {
 
 WriteItem shard(const std::string& fqn, Shape global, Shape offsets, Shape sizes, std::size_t index = 0,
                 DType dtype = DType::Float32) {
-  return WriteItem{MetadataIndex{fqn, offsets, index}, WriteItemType::Shard, dtype, std::move(global), {offsets, sizes},
-                   {}, {}};
+  return WriteItem{
+      MetadataIndex{fqn, offsets, index}, WriteItemType::Shard, dtype, std::move(global), {offsets, sizes}, {}, {}};
 }
 
 WriteItem plain(const std::string& fqn, Shape shape, DType dtype = DType::Float32) {
-  return WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt}, WriteItemType::Tensor, dtype, shape,
-                   {Shape(shape.size(), 0), shape}, {}, {}};
+  return WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt},
+                   WriteItemType::Tensor,
+                   dtype,
+                   shape,
+                   {Shape(shape.size(), 0), shape},
+                   {},
+                   {}};
 }
 
 WriteItem value(const std::string& fqn, std::string payload, std::string encoding = "str") {
-  return WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt}, WriteItemType::Value, DType::UInt8, {}, {},
-                   std::move(encoding), std::move(payload)};
+  return WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt},
+                   WriteItemType::Value,
+                   DType::UInt8,
+                   {},
+                   {},
+                   std::move(encoding),
+                   std::move(payload)};
 }
 
 std::string error_of(const std::vector<SavePlan>& plans) {
@@ -69,7 +79,8 @@ TEST(SavePlan, ReplicatedValuesAreWrittenOnceAndBalanced) {
   // the bytes are split evenly (largest first to the least loaded rank).
   std::vector<SavePlan> plans(2);
   for (auto& p : plans)
-    for (const auto& [name, rows] : std::vector<std::pair<std::string, std::int64_t>>{{"a", 8}, {"b", 4}, {"c", 4}, {"d", 8}})
+    for (const auto& [name, rows] :
+         std::vector<std::pair<std::string, std::int64_t>>{{"a", 8}, {"b", 4}, {"c", 4}, {"d", 8}})
       p.items.push_back(plain(name, {rows, 2}));
   const auto plan = create_global_save_plan(plans);
   ASSERT_EQ(plan.tensors.size(), 4u);

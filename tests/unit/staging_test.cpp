@@ -2,10 +2,10 @@
 
 #include <thread>
 
-#include "core/staging_ring.hpp"
 #include "h5dcp/error.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "plan/staging_pieces.hpp"
+#include "storage/staging_ring.hpp"
 
 namespace h5dcp::detail {
 namespace {
@@ -55,10 +55,10 @@ TEST(SplitBlock, ThreeDimensionsAndScalars) {
 
 TEST(StagingRing, HandsOutRoomInOrderAndWrapsAround) {
   StagingRing ring(256);
-  EXPECT_EQ(ring.reserve(100), 0);    // aligned to 128
-  EXPECT_EQ(ring.reserve(64), 128);   // up to 192
-  ring.release_oldest();              // frees [0, 128)
-  EXPECT_EQ(ring.reserve(100), 0);    // 192 + 128 > 256: wraps to the start
+  EXPECT_EQ(ring.reserve(100), 0);   // aligned to 128
+  EXPECT_EQ(ring.reserve(64), 128);  // up to 192
+  ring.release_oldest();             // frees [0, 128)
+  EXPECT_EQ(ring.reserve(100), 0);   // 192 + 128 > 256: wraps to the start
   EXPECT_THROW(ring.reserve(300), UsageError);
 }
 

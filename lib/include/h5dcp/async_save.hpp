@@ -33,7 +33,7 @@ namespace h5dcp {
 
 struct AsyncOptions {
   std::int64_t staging_bytes = std::int64_t{256} << 20;  ///< host staging memory per rank
-  double timeout_seconds = 0;  ///< as SaveOptions::timeout_seconds, for the background phases
+  double timeout_seconds = 0;                            ///< as SaveOptions::timeout_seconds, for the background phases
 };
 
 /// What the last save() of a saver cost its caller.

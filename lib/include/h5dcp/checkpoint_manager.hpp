@@ -93,8 +93,8 @@ struct SkippedCheckpoint {
 
 /// What the last latest() (or load()) saw.
 struct CheckpointScan {
-  std::optional<std::string> pointer;  ///< the file name `latest` held, if it exists
-  bool pointer_current = false;        ///< `latest` named the checkpoint chosen
+  std::optional<std::string> pointer;      ///< the file name `latest` held, if it exists
+  bool pointer_current = false;            ///< `latest` named the checkpoint chosen
   std::vector<SkippedCheckpoint> skipped;  ///< newer files that are not readable checkpoints
 };
 

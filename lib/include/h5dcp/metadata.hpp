@@ -44,9 +44,7 @@ struct ChunkStorageMetadata {
 struct TensorProperties {
   DType dtype = DType::Float32;
 
-  friend bool operator==(const TensorProperties& a, const TensorProperties& b) {
-    return a.dtype == b.dtype;
-  }
+  friend bool operator==(const TensorProperties& a, const TensorProperties& b) { return a.dtype == b.dtype; }
 };
 
 /// A tensor as saved: global size and the chunks it was written in (one per
@@ -60,8 +58,8 @@ struct TensorStorageMetadata {
 
 /// A non-tensor value (docs/FORMAT.md, "Non-tensor values").
 struct BytesStorageMetadata {
-  std::string encoding;  ///< "none", "int", "float", "bool", "str", "bytes" or "pickle"
-  std::int64_t size = 0; ///< bytes of its encoded payload
+  std::string encoding;   ///< "none", "int", "float", "bool", "str", "bytes" or "pickle"
+  std::int64_t size = 0;  ///< bytes of its encoded payload
 };
 
 using StorageMetadata = std::variant<TensorStorageMetadata, BytesStorageMetadata>;
@@ -71,9 +69,9 @@ using StorageMetadata = std::variant<TensorStorageMetadata, BytesStorageMetadata
 struct Metadata {
   int format_version_major = 0;
   int format_version_minor = 0;
-  std::string library_version;  ///< h5dcp version that wrote the checkpoint
-  int world_size = 0;           ///< ranks that saved it
-  std::string created;          ///< ISO-8601 UTC time of the save
+  std::string library_version;                                 ///< h5dcp version that wrote the checkpoint
+  int world_size = 0;                                          ///< ranks that saved it
+  std::string created;                                         ///< ISO-8601 UTC time of the save
   std::map<std::string, StorageMetadata> state_dict_metadata;  ///< fqn -> storage, every leaf
   std::map<std::string, ContainerKind> containers;             ///< fqn -> kind, every nested dict/list
 };

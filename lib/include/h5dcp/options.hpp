@@ -33,16 +33,16 @@ struct SaveOptions {
 };
 
 struct SaveResult {
-  Metadata metadata;                        ///< what was written (same on every rank)
-  std::vector<std::int64_t> bytes_per_rank; ///< bytes each rank wrote: replicated values count once
+  Metadata metadata;                         ///< what was written (same on every rank)
+  std::vector<std::int64_t> bytes_per_rank;  ///< bytes each rank wrote: replicated values count once
 };
 
 struct LoadOptions {
-  int coordinator = 0;         ///< rank that reads the metadata once and shares it
-  bool strict = true;          ///< missing keys are an error (else reported in LoadResult)
-  bool convert_dtype = false;  ///< convert a stored dtype to the state dict's instead of refusing
-  bool verify_checksums = true;  ///< check every block read against its stored checksums
-  double timeout_seconds = 0;    ///< as SaveOptions::timeout_seconds
+  int coordinator = 0;             ///< rank that reads the metadata once and shares it
+  bool strict = true;              ///< missing keys are an error (else reported in LoadResult)
+  bool convert_dtype = false;      ///< convert a stored dtype to the state dict's instead of refusing
+  bool verify_checksums = true;    ///< check every block read against its stored checksums
+  double timeout_seconds = 0;      ///< as SaveOptions::timeout_seconds
   LoadPlanner* planner = nullptr;  ///< nullptr: DefaultLoadPlanner(strict, convert_dtype)
 };
 

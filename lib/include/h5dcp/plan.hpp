@@ -25,11 +25,11 @@ enum class WriteItemType : std::uint8_t {
 struct WriteItem {
   MetadataIndex index;  ///< fqn; for shards also offsets and the local shard index
   WriteItemType type = WriteItemType::Tensor;
-  DType dtype = DType::Float32;         ///< tensors only
-  Shape global_shape;                   ///< tensors only
-  ChunkStorageMetadata chunk;           ///< tensors only: the block, in global coordinates
-  std::string encoding;                 ///< values only: "int", "float", "bool", "str", "bytes", "pickle", "none"
-  std::string payload;                  ///< values only: the encoded value (docs/FORMAT.md)
+  DType dtype = DType::Float32;  ///< tensors only
+  Shape global_shape;            ///< tensors only
+  ChunkStorageMetadata chunk;    ///< tensors only: the block, in global coordinates
+  std::string encoding;          ///< values only: "int", "float", "bool", "str", "bytes", "pickle", "none"
+  std::string payload;           ///< values only: the encoded value (docs/FORMAT.md)
 };
 
 /// What one rank holds: its items and the containers (dicts/lists, by fqn)
@@ -68,8 +68,8 @@ struct PlannedValue {
 /// and who writes what.
 struct GlobalSavePlan {
   std::vector<std::pair<std::string, ContainerKind>> containers;  ///< sorted: parents first
-  std::vector<PlannedTensor> tensors;                            ///< sorted by fqn
-  std::vector<PlannedValue> values;                              ///< sorted by fqn
+  std::vector<PlannedTensor> tensors;                             ///< sorted by fqn
+  std::vector<PlannedValue> values;                               ///< sorted by fqn
   std::string temp_path;  ///< where the file is written before publishing (set by save)
   std::string created;    ///< ISO-8601 UTC time of the save (set by save)
   int world_size = 0;

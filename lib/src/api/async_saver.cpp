@@ -1,8 +1,8 @@
 // AsyncSaver: plan and stage in the caller's thread, write in the background.
 
-#include <torch/cuda.h>  // declarations only: device_count() is 0 without CUDA or without a GPU
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <torch/cuda.h>  // declarations only: device_count() is 0 without CUDA or without a GPU
 
 #include <chrono>
 #include <condition_variable>
@@ -15,15 +15,16 @@
 #include "api/checkpoint_session.hpp"
 #include "api/save_steps.hpp"
 #include "api/stateful_expansion.hpp"
+#include "base/fault_injection.hpp"
 #include "comm/comm.hpp"
-#include "core/fault_injection.hpp"
-#include "core/hdf5_gate.hpp"
-#include "core/staging_ring.hpp"
+#include "comm/plain_calls.hpp"
 #include "h5dcp/async_save.hpp"
 #include "h5dcp/error.hpp"
 #include "hdf5/hdf5_error.hpp"
 #include "hdf5/hdf5_file.hpp"
+#include "hdf5/hdf5_gate.hpp"
 #include "plan/staging_pieces.hpp"
+#include "storage/staging_ring.hpp"
 #include "torch/dtype_mapping.hpp"
 
 namespace h5dcp {
@@ -31,9 +32,9 @@ namespace {
 
 // One block of this rank's data on its way through the staging memory.
 struct Piece {
-  std::size_t tensor;           // index into plan.tensors
-  const PlannedChunk* chunk;    // the planned block it belongs to
-  ChunkStorageMetadata box;     // the piece, in global coordinates
+  std::size_t tensor;         // index into plan.tensors
+  const PlannedChunk* chunk;  // the planned block it belongs to
+  ChunkStorageMetadata box;   // the piece, in global coordinates
   std::int64_t bytes;
 };
 
@@ -73,10 +74,10 @@ struct AsyncSaver::Impl {
 
   std::mutex mutex;
   std::condition_variable changed;
-  std::unique_ptr<Job> job;         // the save in flight
-  bool busy = false;                // a job exists and is not finished
-  bool staging_done = true;         // the caller finished staging the job
-  std::deque<Staged> staged;        // pieces staged, not yet written
+  std::unique_ptr<Job> job;   // the save in flight
+  bool busy = false;          // a job exists and is not finished
+  bool staging_done = true;   // the caller finished staging the job
+  std::deque<Staged> staged;  // pieces staged, not yet written
   bool stop = false;
   std::thread worker;
   const double timeout;  // the saver's (AsyncOptions), for saves that set none
@@ -87,13 +88,7 @@ struct AsyncSaver::Impl {
     comm.require_same("AsyncSaver", {{"timeout_seconds", detail::timeout_text(timeout)}});
     comm.set_timeout(timeout);
     if (options.staging_bytes < 4096) throw UsageError("h5dcp: AsyncOptions::staging_bytes must be at least 4096");
-    if (comm.distributed()) {
-      int provided = MPI_THREAD_SINGLE;
-      detail::check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
-      if (provided < MPI_THREAD_MULTIPLE)
-        throw UsageError("h5dcp: async saves need MPI_THREAD_MULTIPLE (a background thread uses MPI while the "
-                         "caller does): initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
-    }
+    if (comm.distributed()) detail::require_thread_multiple("async saves");
     staging = at::empty({options.staging_bytes}, staging_options());
     staging.zero_();  // touch every page now, not during a save
     stats.staging_bytes = options.staging_bytes;
@@ -213,7 +208,8 @@ struct AsyncSaver::Impl {
         const auto offset = ring.reserve(piece.bytes);
         if (!offset) return;  // the background failed: the future says why
         auto* staged_bytes = static_cast<char*>(staging.data_ptr()) + *offset;
-        auto target = at::from_blob(staged_bytes, piece.box.sizes, at::TensorOptions().dtype(detail::to_scalar_type(t.dtype)));
+        auto target =
+            at::from_blob(staged_bytes, piece.box.sizes, at::TensorOptions().dtype(detail::to_scalar_type(t.dtype)));
         target.copy_(source);
         stats.staged_bytes += piece.bytes;
         push(Staged{*offset, nullptr});
@@ -246,8 +242,7 @@ std::future<SaveResult> AsyncSaver::save(const StateDict& state_dict, const std:
   // one that does has its own, for every phase of this save (no job is in
   // flight after wait_idle, so the background reads the new value only with
   // the job handed over under the mutex).
-  const double timeout =
-      options.timeout_seconds == 0 ? impl.timeout : detail::resolve_timeout(options.timeout_seconds);
+  const double timeout = options.timeout_seconds == 0 ? impl.timeout : detail::resolve_timeout(options.timeout_seconds);
   impl.comm.require_same("async save", {{"path", "'" + path + "'"},
                                         {"coordinator", std::to_string(options.coordinator)},
                                         {"io_mode", detail::io_mode_text(options.io_mode)},

@@ -15,6 +15,7 @@
 #include "hdf5/container_layout.hpp"
 #include "hdf5/hdf5_access.hpp"
 #include "hdf5/hdf5_file.hpp"
+#include "storage/file_descriptor.hpp"
 
 namespace h5dcp {
 namespace {
@@ -57,12 +58,8 @@ FileKind detect_file_kind(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) throw IoError("h5dcp: '" + path + "': " + std::strerror(errno));
   if (!S_ISREG(info.st_mode)) throw IoError("h5dcp: '" + path + "' is not a regular file");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  const auto file = detail::FileDescriptor::open(path, O_RDONLY);
+  const int fd = file.get();
 
   const auto head = read_at(fd, 0, 512, path);
   if (head.compare(0, 4, "PK\x03\x04") == 0) return FileKind::TorchSave;

@@ -26,8 +26,8 @@
 #include "plan/codec.hpp"
 #include "torch/dtype_mapping.hpp"
 #include "torch/empty_tensors.hpp"
-#include "torch/tensor_blocks.hpp"
 #include "torch/state_from_metadata.hpp"
+#include "torch/tensor_blocks.hpp"
 #include "torch/value_codec.hpp"
 
 namespace h5dcp {
@@ -36,9 +36,8 @@ namespace {
 using detail::Bytes;
 
 detail::CheckpointIndex share_index(const detail::Comm& comm, const std::string& path) {
-  return detail::decode_checkpoint_index(comm.broadcast("load:metadata", [&] {
-    return detail::encode(detail::read_container_index(path));
-  }));
+  return detail::decode_checkpoint_index(
+      comm.broadcast("load:metadata", [&] { return detail::encode(detail::read_container_index(path)); }));
 }
 
 // Reads one block into `block`: straight into its memory when it is a
@@ -75,15 +74,16 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
       for (const auto& item : plan->items) {
         if (item.type == ReadItemType::Value) {
           const auto& storage = std::get<BytesStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn));
-          planner.load_value(item, detail::decode_value(storage.encoding, index.values.at(item.storage_fqn), item.storage_fqn));
+          planner.load_value(
+              item, detail::decode_value(storage.encoding, index.values.at(item.storage_fqn), item.storage_fqn));
           continue;
         }
         const auto dest = planner.resolve_tensor(item);
         const auto sums = verify ? index.checksums.find(item.storage_fqn) : index.checksums.end();
         if (sums != index.checksums.end())
-          detail::read_verified(*reader, item, detail::dest_block(dest, item),
-                                std::get<TensorStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn)),
-                                sums->second);
+          detail::read_verified(
+              *reader, item, detail::dest_block(dest, item),
+              std::get<TensorStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn)), sums->second);
         else
           read_into(*reader, item, detail::dest_block(dest, item));
         planner.commit_tensor(item, dest);
@@ -134,7 +134,8 @@ LoadResult load(StateDict& state_dict, const std::string& path, const LoadOption
   const auto index = share_index(c, path);
   DefaultLoadPlanner default_planner(options.strict, options.convert_dtype);
   LoadPlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
-  if (!detail::has_stateful(state_dict)) return load_with(c, path, index, planner, state_dict, options.verify_checksums);
+  if (!detail::has_stateful(state_dict))
+    return load_with(c, path, index, planner, state_dict, options.verify_checksums);
 
   // Stateful objects: load into their state dicts, then hand them the result.
   detail::LoadExpansion expansion;
@@ -159,9 +160,10 @@ StateDict load_all(const std::string& path, const LoadAllOptions& options, MPI_C
   const auto index = share_index(c, path);
   StateDict state_dict;
   c.all_gather("load:allocate", [&] {
-    state_dict = detail::state_from_metadata(index.metadata, "", [&](const std::string&, const TensorStorageMetadata& t) {
-      return empty_tensor_for(t, options.layout, c.rank(), c.size());
-    });
+    state_dict =
+        detail::state_from_metadata(index.metadata, "", [&](const std::string&, const TensorStorageMetadata& t) {
+          return empty_tensor_for(t, options.layout, c.rank(), c.size());
+        });
     return Bytes();
   });
   DefaultLoadPlanner planner(/*strict=*/true, /*convert_dtype=*/false);

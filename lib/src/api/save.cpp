@@ -6,7 +6,7 @@
 #include "api/checkpoint_session.hpp"
 #include "api/save_steps.hpp"
 #include "api/stateful_expansion.hpp"
-#include "core/fault_injection.hpp"
+#include "base/fault_injection.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
 #include "plan/chunk_geometry.hpp"
@@ -39,7 +39,8 @@ SaveResult save(const StateDict& state_dict, const std::string& path, const Save
       const auto t = static_cast<std::size_t>(&tensor - plan.tensors.data());
       const auto k = static_cast<std::size_t>(&chunk - tensor.chunks.data());
       auto hasher = detail::chunk_hasher(plan, t, k);
-      hasher.update(bytes.get(), detail::volume(chunk.chunk.sizes) * static_cast<std::int64_t>(dtype_size(tensor.dtype)));
+      hasher.update(bytes.get(),
+                    detail::volume(chunk.chunk.sizes) * static_cast<std::int64_t>(dtype_size(tensor.dtype)));
       checksums.push_back({static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(k),
                            detail::chunk_slab_rows(plan, t, k), hasher.digests()});
       return bytes;

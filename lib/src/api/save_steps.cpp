@@ -2,12 +2,12 @@
 
 #include <optional>
 
-#include "core/durable_file.hpp"
-#include "core/fault_injection.hpp"
-#include "h5dcp/version.hpp"
+#include "base/fault_injection.hpp"
 #include "h5dcp/error.hpp"
+#include "h5dcp/version.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "plan/codec.hpp"
+#include "storage/durable_file.hpp"
 #include "torch/dtype_mapping.hpp"
 
 namespace h5dcp::detail {
@@ -134,8 +134,8 @@ at::Tensor resolve_block(SavePlanner& planner, const PlannedTensor& tensor, cons
   const Shape shape(data.sizes().begin(), data.sizes().end());
   if (shape != chunk.chunk.sizes || data.scalar_type() != to_scalar_type(tensor.dtype))
     throw UsageError("h5dcp: the tensor resolved for block " + describe_box(chunk.chunk) + " of '" + tensor.fqn +
-                     "' is " + std::string(c10::toString(data.scalar_type())) + " " + describe_shape(shape) +
-                     ", not " + std::string(dtype_name(tensor.dtype)) + " " + describe_shape(chunk.chunk.sizes));
+                     "' is " + std::string(c10::toString(data.scalar_type())) + " " + describe_shape(shape) + ", not " +
+                     std::string(dtype_name(tensor.dtype)) + " " + describe_shape(chunk.chunk.sizes));
   return data;
 }
 
@@ -152,7 +152,8 @@ SaveResult save_result_of(const GlobalSavePlan& plan) {
     md.state_dict_metadata.emplace(t.fqn, std::move(storage));
   }
   for (const auto& v : plan.values)
-    md.state_dict_metadata.emplace(v.fqn, BytesStorageMetadata{v.encoding, static_cast<std::int64_t>(v.payload.size())});
+    md.state_dict_metadata.emplace(v.fqn,
+                                   BytesStorageMetadata{v.encoding, static_cast<std::int64_t>(v.payload.size())});
   for (const auto& [fqn, kind] : plan.containers) md.containers.emplace(fqn, kind);
   return SaveResult{std::move(md), plan.bytes_per_rank()};
 }

@@ -14,8 +14,8 @@
 #include <functional>
 #include <string>
 
+#include "base/checksum.hpp"
 #include "comm/comm.hpp"
-#include "core/checksum.hpp"
 #include "h5dcp/options.hpp"
 #include "h5dcp/planner.hpp"
 #include "hdf5/container_writer.hpp"

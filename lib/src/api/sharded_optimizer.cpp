@@ -4,6 +4,7 @@
 #include <ATen/ops/empty.h>
 
 #include "comm/comm.hpp"
+#include "comm/plain_calls.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/optimizer.hpp"
@@ -13,54 +14,41 @@
 #include "torch/state_from_metadata.hpp"
 
 namespace h5dcp {
-namespace {
-
-int rank_in(MPI_Comm comm) {
-  int rank = 0;
-  if (comm != MPI_COMM_NULL && detail::mpi_is_active()) detail::check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  return rank;
-}
-
-int size_of(MPI_Comm comm) {
-  int size = 1;
-  if (comm != MPI_COMM_NULL && detail::mpi_is_active()) detail::check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  return size;
-}
-
-}  // namespace
 
 StateDict load_sharded_optimizer_state_dict(const StateDict& model_state_dict, const std::string& optimizer_key,
                                             const std::string& path, MPI_Comm dp_comm, const LoadOptions& options,
                                             MPI_Comm comm) {
   const auto metadata = read_metadata(path, options.coordinator, comm);
-  const int rank = detail::mpi_is_active() ? rank_in(comm) : 0;
-  const int world = detail::mpi_is_active() ? size_of(comm) : 1;
-  const int dp_rank = rank_in(dp_comm);
-  const int dp_world = dp_comm == MPI_COMM_NULL ? 1 : size_of(dp_comm);
+  const int rank = detail::rank_of(comm);
+  const int world = detail::size_of(comm);
+  const int dp_rank = detail::rank_of(dp_comm);
+  const int dp_world = dp_comm == MPI_COMM_NULL ? 1 : detail::size_of(dp_comm);
 
   // fqn (in the file) -> where this rank's tensor-parallel block starts.
   std::map<std::string, Shape> translations;
   std::string problem;
-  auto state = detail::state_from_metadata(metadata, optimizer_key, [&](const std::string& rel,
-                                                                        const TensorStorageMetadata& t) {
-    const auto tensor_options = at::TensorOptions().dtype(detail::to_scalar_type(t.properties.dtype));
-    std::int64_t numel = 1;
-    for (auto s : t.size) numel *= s;
-    if (numel <= 1 || t.size.empty()) return StateValue(at::empty(t.size, tensor_options));  // scalars whole
-    const auto path = path_of(rel);  // "state", parameter, name
-    const auto model = path.size() == 3 && path[0] == "state" ? model_state_dict.find(path[1]) : model_state_dict.end();
-    const auto* block = model == model_state_dict.end() ? nullptr : std::get_if<ShardedTensor>(&model->second);
-    if (block == nullptr) return detail::empty_chunked_dim0(t.size, tensor_options, rank, world);  // replicated parameter: ZeRO-1
-    if (block->local_shards().size() != 1) {
-      problem = "the model's '" + path[1] + "' has " + std::to_string(block->local_shards().size()) +
-                " local shards; a tensor-parallel block is exactly one";
-      return StateValue(std::monostate{});
-    }
-    const auto& shard = block->local_shards().front();
-    const Shape block_shape(shard.tensor.sizes().begin(), shard.tensor.sizes().end());
-    translations[optimizer_key + "/" + rel] = shard.offsets;
-    return detail::empty_chunked_dim0(block_shape, tensor_options, dp_rank, dp_world);
-  });
+  auto state =
+      detail::state_from_metadata(metadata, optimizer_key, [&](const std::string& rel, const TensorStorageMetadata& t) {
+        const auto tensor_options = at::TensorOptions().dtype(detail::to_scalar_type(t.properties.dtype));
+        std::int64_t numel = 1;
+        for (auto s : t.size) numel *= s;
+        if (numel <= 1 || t.size.empty()) return StateValue(at::empty(t.size, tensor_options));  // scalars whole
+        const auto path = path_of(rel);  // "state", parameter, name
+        const auto model =
+            path.size() == 3 && path[0] == "state" ? model_state_dict.find(path[1]) : model_state_dict.end();
+        const auto* block = model == model_state_dict.end() ? nullptr : std::get_if<ShardedTensor>(&model->second);
+        if (block == nullptr)
+          return detail::empty_chunked_dim0(t.size, tensor_options, rank, world);  // replicated parameter: ZeRO-1
+        if (block->local_shards().size() != 1) {
+          problem = "the model's '" + path[1] + "' has " + std::to_string(block->local_shards().size()) +
+                    " local shards; a tensor-parallel block is exactly one";
+          return StateValue(std::monostate{});
+        }
+        const auto& shard = block->local_shards().front();
+        const Shape block_shape(shard.tensor.sizes().begin(), shard.tensor.sizes().end());
+        translations[optimizer_key + "/" + rel] = shard.offsets;
+        return detail::empty_chunked_dim0(block_shape, tensor_options, dp_rank, dp_world);
+      });
   if (!problem.empty()) throw UsageError("h5dcp: " + problem);
 
   // Load the subtree in place, reads translated by each block's offset.

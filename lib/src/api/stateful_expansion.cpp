@@ -36,7 +36,8 @@ StateValue expanded(const StateValue& value, const std::string& fqn, Expand&& ex
   }
   if (const auto* list = std::get_if<StateList>(&value)) {
     StateList out;
-    for (std::size_t i = 0; i < list->size(); ++i) out.push_back(expanded((*list)[i], child(fqn, std::to_string(i)), expand));
+    for (std::size_t i = 0; i < list->size(); ++i)
+      out.push_back(expanded((*list)[i], child(fqn, std::to_string(i)), expand));
     return out;
   }
   return value;
@@ -51,9 +52,8 @@ StateDict expand_dict(const StateDict& state, Expand&& expand) {
 
 // True when `fqn` lies inside (or is) one of the Statefuls' subtrees.
 bool under_stateful(const std::string& fqn, const LoadExpansion& expansion) {
-  return std::any_of(expansion.objects.begin(), expansion.objects.end(), [&](const auto& o) {
-    return fqn == o.first || fqn.rfind(o.first + "/", 0) == 0;
-  });
+  return std::any_of(expansion.objects.begin(), expansion.objects.end(),
+                     [&](const auto& o) { return fqn == o.first || fqn.rfind(o.first + "/", 0) == 0; });
 }
 
 }  // namespace
@@ -63,7 +63,8 @@ bool has_stateful(const StateDict& state) {
 }
 
 StateDict expand_for_save(const StateDict& state) {
-  return expand_dict(state, [](const std::shared_ptr<Stateful>& object, const std::string&) { return object->state_dict(); });
+  return expand_dict(state,
+                     [](const std::shared_ptr<Stateful>& object, const std::string&) { return object->state_dict(); });
 }
 
 LoadExpansion expand_for_load(const StateDict& state, const Metadata& metadata) {

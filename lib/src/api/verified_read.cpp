@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "core/checksum.hpp"
+#include "base/checksum.hpp"
 #include "h5dcp/error.hpp"
 #include "plan/checksum_layout.hpp"
 #include "plan/chunk_geometry.hpp"

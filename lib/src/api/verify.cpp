@@ -15,9 +15,9 @@
 #include <set>
 #include <vector>
 
-#include "core/checksum.hpp"
-#include "core/exception_text.hpp"
-#include "core/utf8.hpp"
+#include "base/checksum.hpp"
+#include "base/exception_text.hpp"
+#include "base/utf8.hpp"
 #include "h5dcp/error.hpp"
 #include "hdf5/container_reader.hpp"
 #include "hdf5/hdf5_access.hpp"
@@ -226,7 +226,7 @@ VerifyReport verify_checkpoint(const std::string& path, const VerifyOptions& opt
   if (::stat(path.c_str(), &info) != 0) throw IoError("h5dcp: '" + path + "': " + std::strerror(errno));
   if (!S_ISREG(info.st_mode)) throw IoError("h5dcp: '" + path + "' is not a regular file");
   if (::access(path.c_str(), R_OK) != 0) throw IoError("h5dcp: '" + path + "' cannot be read: " + std::strerror(errno));
-  detail::Hdf5Access access;  // HDF5 is not thread-safe: see core/hdf5_gate.hpp
+  detail::Hdf5Access access;  // HDF5 is not thread-safe: see hdf5/hdf5_gate.hpp
   VerifyReport report;
   Verifier(path, options, report).run();
   return report;

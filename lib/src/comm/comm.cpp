@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <map>
 #include <sstream>
-#include <thread>
 #include <string>
+#include <thread>
 
-#include "core/exception_text.hpp"
-#include "core/fault_injection.hpp"
+#include "base/exception_text.hpp"
+#include "base/fault_injection.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
@@ -65,14 +65,14 @@ Comm::Comm(MPI_Comm comm, int coordinator) {
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
     if (bounds[0] != -bounds[1]) {
       release();
-      throw UsageError("h5dcp: ranks passed different coordinator ranks (from " + std::to_string(-bounds[1]) +
-                       " to " + std::to_string(bounds[0]) + "); every rank must pass the same");
+      throw UsageError("h5dcp: ranks passed different coordinator ranks (from " + std::to_string(-bounds[1]) + " to " +
+                       std::to_string(bounds[0]) + "); every rank must pass the same");
     }
   }
   if (coordinator < 0 || coordinator >= size_) {
     release();
-    throw UsageError("h5dcp: coordinator rank " + std::to_string(coordinator) + " is not a rank of a communicator of size " +
-                     std::to_string(size_));
+    throw UsageError("h5dcp: coordinator rank " + std::to_string(coordinator) +
+                     " is not a rank of a communicator of size " + std::to_string(size_));
   }
   coordinator_ = coordinator;
 }
@@ -135,8 +135,8 @@ std::vector<Bytes> Comm::gather(const Bytes& data) const {
     all.resize(static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back()));
   }
   MPI_Request r2 = MPI_REQUEST_NULL;
-  check_mpi(MPI_Igatherv(data.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
-                         coordinator_, comm_, &r2),
+  check_mpi(MPI_Igatherv(data.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, coordinator_,
+                         comm_, &r2),
             "MPI_Igatherv");
   complete(r2);
   std::vector<Bytes> result;
@@ -154,8 +154,9 @@ std::vector<Bytes> Comm::all_gather(const Bytes& data) const {
   const auto displs = displacements(counts);
   Bytes all(static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back()), '\0');
   MPI_Request r2 = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallgatherv(data.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, comm_, &r2),
-            "MPI_Iallgatherv");
+  check_mpi(
+      MPI_Iallgatherv(data.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, comm_, &r2),
+      "MPI_Iallgatherv");
   complete(r2);
   std::vector<Bytes> result;
   for (std::size_t i = 0; i < counts.size(); ++i) result.emplace_back(all.substr(displs[i], counts[i]));
@@ -193,7 +194,8 @@ Bytes Comm::scatter(const std::vector<Bytes>& data) const {
 // --- exception-robust steps -------------------------------------------------
 //
 // Every payload a step exchanges starts with a tag byte: kOk followed by the
-// value, or kFailed followed by an encoded rank -> message map. A rank whose
+// value, or kFailed followed by an encoded rank -> (kind, message) map, so
+// that every rank learns what kind of error each failing rank threw. A rank whose
 // map throws still takes part in every collective of the step, so nobody
 // waits for it.
 namespace {
@@ -203,53 +205,72 @@ constexpr char kFailed = 'F';
 
 Bytes ok(Bytes value) { return kOk + std::move(value); }
 
-Bytes failed(const std::map<int, std::string>& failures) {
+using Failures = std::map<int, RankFailure>;
+
+Bytes failed(const Failures& failures) {
   ByteWriter w;
   w.put<std::uint64_t>(failures.size());
-  for (const auto& [rank, message] : failures) {
+  for (const auto& [rank, failure] : failures) {
     w.put<std::int32_t>(rank);
-    w.put_string(message);
+    w.put<std::uint8_t>(static_cast<std::uint8_t>(failure.kind));
+    w.put_string(failure.message);
   }
   return kFailed + w.take();
 }
 
-std::map<int, std::string> decode_failures(std::string_view body) {
+ErrorKind kind_from_byte(std::uint8_t byte) {
+  const auto kind = static_cast<ErrorKind>(byte);
+  switch (kind) {
+    case ErrorKind::Usage:
+    case ErrorKind::Format:
+    case ErrorKind::Io:
+    case ErrorKind::Collective:
+    case ErrorKind::Other: return kind;
+  }
+  return ErrorKind::Other;  // a peer of another version: still reported
+}
+
+Failures decode_failures(std::string_view body) {
   ByteReader r(body);
-  std::map<int, std::string> failures;
+  Failures failures;
   for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
     const auto rank = r.get<std::int32_t>();
-    failures[rank] = r.get_string();
+    const auto kind = kind_from_byte(r.get<std::uint8_t>());
+    failures[rank] = RankFailure{kind, r.get_string()};
   }
   return failures;
 }
 
-std::string current_exception_message() {
+// What the exception being handled is, for the other ranks.
+RankFailure current_failure() {
   try {
     throw;
   } catch (const std::exception& e) {
-    return exception_text(e);  // without LibTorch's C++ backtrace
+    return {error_kind_of(e), exception_text(e)};  // without LibTorch's C++ backtrace
   } catch (...) {
-    return "unknown exception (not derived from std::exception)";
+    return {ErrorKind::Other, "unknown exception (not derived from std::exception)"};
   }
 }
+
+std::string current_exception_message() { return current_failure().message; }
 
 // Runs `fn` and tags its result; an exception becomes a failure of `rank`.
 Bytes run_tagged(int rank, const std::function<Bytes()>& fn) {
   try {
     return ok(fn());
   } catch (...) {
-    return failed({{rank, current_exception_message()}});
+    return failed({{rank, current_failure()}});
   }
 }
 
 // Collects the failures among tagged payloads (by rank order).
-std::map<int, std::string> failures_of(const std::vector<Bytes>& tagged) {
-  std::map<int, std::string> failures;
+Failures failures_of(const std::vector<Bytes>& tagged) {
+  Failures failures;
   for (std::size_t rank = 0; rank < tagged.size(); ++rank) {
     const auto& t = tagged[rank];
     if (t.empty() || t[0] != kOk) {
       if (t.empty()) {
-        failures[static_cast<int>(rank)] = "empty step payload";
+        failures[static_cast<int>(rank)] = RankFailure{ErrorKind::Other, "empty step payload"};
       } else {
         for (auto& [r, m] : decode_failures(std::string_view(t).substr(1))) failures[r] = std::move(m);
       }
@@ -261,8 +282,9 @@ std::map<int, std::string> failures_of(const std::vector<Bytes>& tagged) {
 // Strips the tag of a step's result, or throws the step's CheckpointError.
 Bytes unwrap(std::string_view step, const Bytes& tagged) {
   if (!tagged.empty() && tagged[0] == kOk) return tagged.substr(1);
-  throw CheckpointError(std::string(step), tagged.empty() ? std::map<int, std::string>{{-1, "empty step result"}}
-                                                          : decode_failures(std::string_view(tagged).substr(1)));
+  throw CheckpointError(std::string(step), tagged.empty()
+                                               ? Failures{{-1, RankFailure{ErrorKind::Other, "empty step result"}}}
+                                               : decode_failures(std::string_view(tagged).substr(1)));
 }
 
 std::vector<Bytes> untag_all(std::vector<Bytes> tagged) {
@@ -333,8 +355,8 @@ void Comm::complete(MPI_Request& request) const {
   request = requests[0];
   if (done[0]) return;
   timed_out_ = true;
-  throw CheckpointError(current_step_, {{rank_, "the exchange of step '" + current_step_ + "' did not complete within " +
-                                                    after(2 * timeout_ + 1) +
+  throw CheckpointError(current_step_, {{rank_, "the exchange of step '" + current_step_ +
+                                                    "' did not complete within " + after(2 * timeout_ + 1) +
                                                     " s (another rank stalled, died or gave up); the job should be "
                                                     "restarted"}});
 }
@@ -387,9 +409,10 @@ void Comm::arrive(std::string_view step) const {
   if (!done[1]) {
     abandon(requests, done);
     timed_out_ = true;
-    throw CheckpointError(std::string(step), {{coordinator_, "the coordinator did not answer at step '" +
-                                                                std::string(step) + "' within " + after(2 * timeout_ + 1) +
-                                                                " s (stalled or dead); the job should be restarted"}});
+    throw CheckpointError(
+        std::string(step),
+        {{coordinator_, "the coordinator did not answer at step '" + std::string(step) + "' within " +
+                            after(2 * timeout_ + 1) + " s (stalled or dead); the job should be restarted"}});
   }
   if (verdict[0] == 1) return;
   timed_out_ = true;
@@ -433,11 +456,11 @@ Bytes Comm::reduce_scatter(std::string_view step, const std::function<Bytes()>& 
       try {
         auto results = reduce(untag_all(gathered));
         if (results.size() != static_cast<std::size_t>(size_))
-          throw Error("reduce returned " + std::to_string(results.size()) + " payloads for " +
-                      std::to_string(size_) + " ranks");
+          throw Error("reduce returned " + std::to_string(results.size()) + " payloads for " + std::to_string(size_) +
+                      " ranks");
         for (auto& r : results) replies.push_back(ok(std::move(r)));
       } catch (...) {
-        failures[rank_] = current_exception_message();
+        failures[rank_] = current_failure();
       }
     }
     if (!failures.empty()) replies.assign(static_cast<std::size_t>(size_), failed(failures));
@@ -455,7 +478,7 @@ Bytes Comm::all_reduce(std::string_view step, const std::function<Bytes()>& map,
       try {
         reply = ok(reduce(untag_all(gathered)));
       } catch (...) {
-        failures[rank_] = current_exception_message();
+        failures[rank_] = current_failure();
       }
     }
     if (!failures.empty()) reply = failed(failures);

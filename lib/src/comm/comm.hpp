@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/byte_codec.hpp"
+#include "base/byte_codec.hpp"
 
 namespace h5dcp::detail {
 

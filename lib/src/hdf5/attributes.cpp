@@ -95,7 +95,8 @@ namespace {
 
 // An integer attribute of any shape, flattened, converted to `T`.
 template <typename T>
-std::vector<T> read_integer_attribute(hid_t object, const std::string& name, const std::string& where, hid_t memory_type) {
+std::vector<T> read_integer_attribute(hid_t object, const std::string& name, const std::string& where,
+                                      hid_t memory_type) {
   const auto attr = open_attribute(object, name, where);
   Handle type(check_id(H5Aget_type(attr.get()), "H5Aget_type"), H5Tclose);
   if (H5Tget_class(type.get()) != H5T_INTEGER)

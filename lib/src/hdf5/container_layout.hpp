@@ -6,8 +6,8 @@ namespace h5dcp::detail::layout {
 // Root group attributes.
 inline constexpr const char* kFormatVersion = "h5dcp.format_version";  // int64[2]: major, minor
 inline constexpr const char* kLibraryVersion = "h5dcp.library_version";
-inline constexpr const char* kWorldSize = "h5dcp.world_size";  // int64[1]
-inline constexpr const char* kCreated = "h5dcp.created";       // ISO-8601 UTC
+inline constexpr const char* kWorldSize = "h5dcp.world_size";                  // int64[1]
+inline constexpr const char* kCreated = "h5dcp.created";                       // ISO-8601 UTC
 inline constexpr const char* kChecksumAlgorithm = "h5dcp.checksum_algorithm";  // "xxh3-64"
 
 // Attributes of every group and dataset below the root.

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/checksum.hpp"
-#include "core/key_escape.hpp"
+#include "base/checksum.hpp"
+#include "base/key_escape.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/version.hpp"
 #include "hdf5/attributes.hpp"
@@ -38,10 +38,11 @@ class ByteBudget {
       claimed_ += bytes;
       return;
     }
-    throw FormatError("h5dcp: " + where + " holds " + std::to_string(bytes) + " bytes, but '" + path_ + "' has " +
-                      std::to_string(file_bytes_) + " bytes in all" +
-                      (claimed_ > 0 ? " (" + std::to_string(claimed_) + " of them taken by the datasets before it)" : "") +
-                      ": the checkpoint is damaged");
+    throw FormatError(
+        "h5dcp: " + where + " holds " + std::to_string(bytes) + " bytes, but '" + path_ + "' has " +
+        std::to_string(file_bytes_) + " bytes in all" +
+        (claimed_ > 0 ? " (" + std::to_string(claimed_) + " of them taken by the datasets before it)" : "") +
+        ": the checkpoint is damaged");
   }
 
  private:
@@ -72,7 +73,8 @@ void claim_tensor_bytes(hid_t dataset, const TensorStorageMetadata& t, ByteBudge
   const auto bytes = checked_bytes(t.size, static_cast<std::int64_t>(dtype_size(t.properties.dtype)));
   if (!bytes)
     throw FormatError("h5dcp: " + where + " has the shape " + describe_shape(t.size) + " of " +
-                      std::string(dtype_name(t.properties.dtype)) + ", more bytes than 64 bits count: the checkpoint is damaged");
+                      std::string(dtype_name(t.properties.dtype)) +
+                      ", more bytes than 64 bits count: the checkpoint is damaged");
   budget.claim(*bytes, where);
   check_fully_stored(dataset, *bytes, where);
 }
@@ -100,8 +102,10 @@ TensorStorageMetadata read_tensor_metadata(hid_t dataset, const std::string& fqn
   if (offsets.size() != sizes.size() || offsets.size() % ndim != 0)
     throw FormatError("h5dcp: " + where + " has chunk attributes that do not match its " + std::to_string(ndim) +
                       " dimensions");
-  for (std::size_t i = 0; i < offsets.size(); i += ndim) {
-    ChunkStorageMetadata c{{offsets.begin() + i, offsets.begin() + i + ndim}, {sizes.begin() + i, sizes.begin() + i + ndim}};
+  const auto dims = static_cast<std::ptrdiff_t>(ndim);
+  for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(offsets.size()); i += dims) {
+    ChunkStorageMetadata c{{offsets.begin() + i, offsets.begin() + i + dims},
+                           {sizes.begin() + i, sizes.begin() + i + dims}};
     for (std::size_t d = 0; d < ndim; ++d)
       if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] > t.size[d] || c.sizes[d] > t.size[d] - c.offsets[d])
         throw FormatError("h5dcp: " + where + " lists a chunk " + describe_box(c) + " outside its shape " +
@@ -232,7 +236,8 @@ class IndexWalk {
       if (stored.size() != 1 || stored[0] != checksum(payload.data(), payload.size()))
         throw FormatError("h5dcp: checksum mismatch in the value " + where + ": the checkpoint is damaged");
     }
-    index_.metadata.state_dict_metadata.emplace(fqn, BytesStorageMetadata{kind, static_cast<std::int64_t>(payload.size())});
+    index_.metadata.state_dict_metadata.emplace(fqn,
+                                                BytesStorageMetadata{kind, static_cast<std::int64_t>(payload.size())});
     index_.values.emplace(fqn, std::move(payload));
   }
 

@@ -4,9 +4,10 @@
 #include <cstring>
 #include <exception>
 
-#include "core/checksum.hpp"
-#include "core/fault_injection.hpp"
-#include "core/key_escape.hpp"
+#include "base/checksum.hpp"
+#include "base/fault_injection.hpp"
+#include "base/key_escape.hpp"
+#include "comm/plain_calls.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/version.hpp"
 #include "hdf5/attributes.hpp"
@@ -54,7 +55,7 @@ void write_tensor_attributes(hid_t dataset, const PlannedTensor& t) {
 
 ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const GlobalSavePlan& plan)
     : path_(path), comm_(comm), plan_(plan), file_(create_file(path, comm)), writeback_(path) {
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_rank(comm_, &rank_);
+  rank_ = detail::rank_of(comm_);  // checked: a bad communicator is an IoError here
   const hid_t root = file_.get();
   write_int64_attribute(root, layout::kFormatVersion, {kFormatVersionMajor, kFormatVersionMinor});
   write_string_attribute(root, layout::kLibraryVersion, kLibraryVersion);
@@ -71,7 +72,8 @@ ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const G
                           "creating the group of '" + fqn + "'"),
                  H5Gclose);
     write_string_attribute(group.get(), layout::kKey, key_of(fqn));
-    write_string_attribute(group.get(), layout::kContainer, kind == ContainerKind::Dict ? layout::kDict : layout::kList);
+    write_string_attribute(group.get(), layout::kContainer,
+                           kind == ContainerKind::Dict ? layout::kDict : layout::kList);
     group.close("the group of '" + fqn + "'");
   }
 

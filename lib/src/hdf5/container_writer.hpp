@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "core/early_writeback.hpp"
 #include "h5dcp/options.hpp"
 #include "h5dcp/plan.hpp"
 #include "hdf5/handle.hpp"
 #include "plan/checksum_layout.hpp"
+#include "storage/early_writeback.hpp"
 
 namespace h5dcp::detail {
 

@@ -5,8 +5,8 @@
 // The switch is process-wide state of HDF5 too, so it is flipped only under
 // the gate, and restored before the gate is given back.
 
-#include "core/hdf5_gate.hpp"
 #include "hdf5/hdf5_error.hpp"
+#include "hdf5/hdf5_gate.hpp"
 
 namespace h5dcp::detail {
 
@@ -17,7 +17,7 @@ class Hdf5Access {
   Hdf5Access& operator=(const Hdf5Access&) = delete;
 
  private:
-  Hdf5GateHold gate_;         // first taken, last given back
+  Hdf5GateHold gate_;  // first taken, last given back
   SilenceHdf5Errors silence_;
 };
 

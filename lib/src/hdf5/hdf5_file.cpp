@@ -40,7 +40,9 @@ void check_hdf5_file(const std::string& path) {
 
 void check_directory_of(const std::string& path) {
   const auto slash = path.rfind('/');
-  const auto directory = slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : path.substr(0, slash);
+  const auto directory = slash == std::string::npos ? std::string(".")
+                         : slash == 0               ? std::string("/")
+                                                    : path.substr(0, slash);
   struct stat info {};
   if (::stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
     throw IoError("h5dcp: no directory '" + directory + "' for '" + path + "'");

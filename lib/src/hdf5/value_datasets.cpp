@@ -69,10 +69,10 @@ void check_fully_stored(hid_t dataset, std::int64_t bytes, const std::string& wh
 Handle create_value_dataset(hid_t parent, const std::string& name, hid_t lcpl, const std::string& encoding,
                             std::size_t payload_size) {
   const auto shape = value_shape(encoding, payload_size);
-  return Handle(check_id(H5Dcreate2(parent, name.c_str(), shape.type.get(), shape.space.get(), lcpl, H5P_DEFAULT,
-                                    H5P_DEFAULT),
-                         "creating the dataset of value '" + name + "'"),
-                H5Dclose);
+  return Handle(
+      check_id(H5Dcreate2(parent, name.c_str(), shape.type.get(), shape.space.get(), lcpl, H5P_DEFAULT, H5P_DEFAULT),
+               "creating the dataset of value '" + name + "'"),
+      H5Dclose);
 }
 
 void write_value(hid_t dataset, const std::string& encoding, const std::string& payload, hid_t dxpl,

@@ -18,20 +18,21 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <chrono>
 #include <mutex>
 #include <set>
 #include <string_view>
 #include <utility>
 
+#include "base/byte_codec.hpp"
+#include "base/exception_text.hpp"
 #include "comm/comm.hpp"
-#include "core/byte_codec.hpp"
-#include "core/durable_file.hpp"
-#include "core/exception_text.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
+#include "storage/durable_file.hpp"
+#include "storage/file_descriptor.hpp"
 
 namespace h5dcp {
 namespace {
@@ -64,19 +65,20 @@ std::optional<std::int64_t> step_of(const std::string& name) {
   return step;
 }
 
+// "h5dcp: checkpoint manager: <what> failed: <strerror(error)>".
 [[noreturn]] void throw_errno(const std::string& what, int error) {
-  throw IoError("h5dcp: checkpoint manager: " + what + ": " + std::strerror(error));
+  detail::throw_errno("checkpoint manager: " + what, error);
 }
 
 std::vector<std::string> list_names(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) throw_errno("cannot list '" + dir + "'", errno);
+  if (d == nullptr) throw_errno("listing '" + dir + "'", errno);
   std::vector<std::string> names;
   errno = 0;
   while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
   const int error = errno;
   ::closedir(d);
-  if (error != 0) throw_errno("cannot list '" + dir + "'", error);
+  if (error != 0) throw_errno("listing '" + dir + "'", error);
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -92,7 +94,8 @@ std::vector<std::int64_t> list_steps(const std::string& dir) {
 
 bool is_orphan(const std::string& name) {
   if (name.empty() || name[0] != '.') return false;
-  return name.find(detail::kPartialMarker) != std::string::npos || name.compare(0, kPointerTemp.size(), kPointerTemp) == 0;
+  return name.find(detail::kPartialMarker) != std::string::npos ||
+         name.compare(0, kPointerTemp.size(), kPointerTemp) == 0;
 }
 
 // Whether the process that wrote the temporary file `name` may still run.
@@ -123,26 +126,28 @@ class DirectoryLock {
     std::lock_guard<std::mutex> guard(mutex());
     struct stat info {};
     if (::stat(path_.c_str(), &info) == 0 && held().count(key_of(info)) != 0) throw in_use(dir, "this process");
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw_errno("cannot open the lock file '" + path_ + "'", errno);
-    if (::fstat(fd_, &info) != 0) {
+    fd_ = detail::FileDescriptor::open_or_invalid(path_, O_RDWR | O_CREAT, 0644);
+    if (!fd_) throw_errno("opening the lock file '" + path_ + "'", errno);
+    // Every descriptor closes under the mutex, even on a throw: closing any
+    // descriptor of the file drops this process's lock on it (see held()).
+    if (::fstat(fd_.get(), &info) != 0) {
       const int error = errno;
-      ::close(fd_);
-      throw_errno("cannot stat the lock file '" + path_ + "'", error);
+      fd_.close_quietly();
+      throw_errno("stat of the lock file '" + path_ + "'", error);
     }
     struct flock lock {};
     lock.l_type = F_WRLCK;
     lock.l_whence = SEEK_SET;
-    if (::fcntl(fd_, F_SETLK, &lock) != 0) {
+    if (::fcntl(fd_.get(), F_SETLK, &lock) != 0) {
       const int error = errno;
       if (error == EACCES || error == EAGAIN) {
-        const auto holder = holder_of(fd_);
-        ::close(fd_);  // this process holds no lock on the file: closing drops nothing
+        const auto holder = holder_of(fd_.get());
+        fd_.close_quietly();  // this process holds no lock on the file: closing drops nothing
         throw in_use(dir, "another job", holder);
       }
       if (error != ENOLCK && error != EOPNOTSUPP && error != ENOSYS && error != EINVAL) {
-        ::close(fd_);
-        throw_errno("cannot lock '" + path_ + "'", error);
+        fd_.close_quietly();
+        throw_errno("locking '" + path_ + "'", error);
       }
       // A file system without fcntl() locks (Lustre mounted without flock):
       // go on as before locks, but say so.
@@ -162,7 +167,7 @@ class DirectoryLock {
   ~DirectoryLock() {
     std::lock_guard<std::mutex> guard(mutex());
     held().erase(key_);
-    ::close(fd_);  // releases the lock
+    fd_.close_quietly();  // releases the lock (under the mutex: see held())
   }
 
   DirectoryLock(const DirectoryLock&) = delete;
@@ -208,7 +213,7 @@ class DirectoryLock {
   // For the message of a job refused by this lock; informative only.
   void record_holder() {
     const auto text = holder_text() + "\n";
-    if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, text.data(), text.size(), 0);
+    if (::ftruncate(fd_.get(), 0) == 0) (void)!::pwrite(fd_.get(), text.data(), text.size(), 0);
   }
 
   static IoError in_use(const std::string& dir, const std::string& by, const std::string& holder = holder_text()) {
@@ -218,7 +223,7 @@ class DirectoryLock {
   }
 
   std::string path_;
-  int fd_ = -1;
+  detail::FileDescriptor fd_;
   bool locked_ = false;
   Key key_{};
 };
@@ -228,7 +233,7 @@ std::optional<std::string> read_pointer(const std::string& dir) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     if (errno == ENOENT) return std::nullopt;
-    throw_errno("cannot read '" + path + "'", errno);
+    throw_errno("reading '" + path + "'", errno);
   }
   char buffer[512];
   const auto n = std::fread(buffer, 1, sizeof buffer, f);
@@ -242,16 +247,16 @@ std::optional<std::string> read_pointer(const std::string& dir) {
 // fsync'd, renamed over `latest`, and the directory fsync'd.
 void write_pointer(const std::string& dir, const std::string& name) {
   const auto temp = dir + "/" + std::string(kPointerTemp) + detail::writer_tag();
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_errno("cannot create '" + temp + "'", errno);
+  auto fd = detail::FileDescriptor::open_or_invalid(temp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!fd) throw_errno("creating '" + temp + "'", errno);
   const std::string text = name + "\n";
-  const int write_error = detail::write_fully(fd, text.data(), text.size());
-  const int sync = write_error == 0 ? ::fsync(fd) : -1;
+  const int write_error = detail::write_fully(fd.get(), text.data(), text.size());
+  const int sync = write_error == 0 ? ::fsync(fd.get()) : -1;
   const int sync_error = errno;
-  ::close(fd);
+  fd.close_quietly();
   if (write_error != 0 || sync != 0) {
     detail::remove_quietly(temp);
-    throw_errno("cannot write '" + temp + "'", write_error != 0 ? write_error : sync_error);
+    throw_errno("writing '" + temp + "'", write_error != 0 ? write_error : sync_error);
   }
   try {
     detail::publish_by_rename(temp, dir + "/" + kPointer);
@@ -290,15 +295,14 @@ struct CheckpointManager::Impl {
   std::optional<InFlight> in_flight;
   // The last async save, once finished, until wait() reports it.
   std::optional<SaveResult> finished;
-  std::exception_ptr save_failure;    // the same on every rank
-  std::string publish_failure;        // the coordinator's only
+  std::exception_ptr save_failure;      // the same on every rank
+  std::string publish_failure;          // the coordinator's only
   std::unique_ptr<DirectoryLock> lock;  // the coordinator's only
 
   Impl(MPI_Comm c, ManagerOptions o) : user_comm(c), comm(c, o.coordinator), options(std::move(o)) {}
 };
 
-CheckpointManager::CheckpointManager(std::string directory, Retention retention, MPI_Comm comm,
-                                     ManagerOptions options)
+CheckpointManager::CheckpointManager(std::string directory, Retention retention, MPI_Comm comm, ManagerOptions options)
     : directory_(std::move(directory)), retention_(retention) {
   while (directory_.size() > 1 && directory_.back() == '/') directory_.pop_back();
   impl_ = std::make_unique<Impl>(comm, std::move(options));
@@ -320,7 +324,7 @@ CheckpointManager::CheckpointManager(std::string directory, Retention retention,
       if (is_orphan(name) && may_remove(name, impl_->lock->locked())) orphans.push_back(directory_ + "/" + name);
     out.put<std::uint64_t>(orphans.size());
     for (const auto& path : orphans) {
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno("cannot remove '" + path + "'", errno);
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno("removing '" + path + "'", errno);
       out.put_string(path);
     }
     return out.take();
@@ -375,7 +379,7 @@ bool CheckpointManager::poll() {
       write_pointer(directory_, file_name_for(step));
       for (const auto old : steps_to_remove(list_steps(directory_), retention_, step))
         if (::unlink(path_for(old).c_str()) != 0 && errno != ENOENT)
-          throw_errno("cannot remove the old checkpoint '" + path_for(old) + "'", errno);
+          throw_errno("removing the old checkpoint '" + path_for(old) + "'", errno);
     } catch (const std::exception& e) {
       impl.publish_failure = detail::exception_text(e);
     }
@@ -414,7 +418,7 @@ SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, co
     write_pointer(directory_, file_name_for(step));
     for (const auto old : steps_to_remove(list_steps(directory_), retention_, step))
       if (::unlink(path_for(old).c_str()) != 0 && errno != ENOENT)
-        throw_errno("cannot remove the old checkpoint '" + path_for(old) + "'", errno);
+        throw_errno("removing the old checkpoint '" + path_for(old) + "'", errno);
     return detail::Bytes();
   });
   return result;

@@ -35,6 +35,7 @@ std::int64_t checksum_slab_count(const ChunkStorageMetadata& chunk, std::int64_t
 
 std::vector<std::int64_t> slab_bytes(const std::vector<ChunkStorageMetadata>& slabs, std::int64_t element_size) {
   std::vector<std::int64_t> bytes;
+  bytes.reserve(slabs.size());
   for (const auto& s : slabs) bytes.push_back(volume(s.sizes) * element_size);
   return bytes;
 }

@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "core/byte_codec.hpp"
+#include "base/byte_codec.hpp"
 #include "h5dcp/metadata.hpp"
 #include "h5dcp/plan.hpp"
 #include "plan/checksum_layout.hpp"
@@ -15,7 +15,7 @@ namespace h5dcp::detail {
 /// the encoded non-tensor values (small; every rank may need them).
 struct CheckpointIndex {
   Metadata metadata;
-  std::map<std::string, std::string> values;  ///< fqn -> encoded payload
+  std::map<std::string, std::string> values;         ///< fqn -> encoded payload
   std::map<std::string, TensorChecksums> checksums;  ///< fqn -> stored checksums (tensors that have them)
 };
 

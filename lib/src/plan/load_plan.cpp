@@ -45,7 +45,8 @@ LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Me
     }
     if (saved->properties.dtype != want.dtype && !convert_dtype) {
       problem(fqn, "'" + fqn + "' is " + std::string(dtype_name(saved->properties.dtype)) + " in the checkpoint but " +
-                       std::string(dtype_name(want.dtype)) + " in the state dict (LoadOptions::convert_dtype converts)");
+                       std::string(dtype_name(want.dtype)) +
+                       " in the state dict (LoadOptions::convert_dtype converts)");
       continue;
     }
     ChunkStorageMetadata storage_box = want.box;

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "core/key_escape.hpp"
+#include "base/key_escape.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
@@ -24,8 +24,10 @@ std::string ranks_text(const std::set<int>& ranks) {
 
 std::string kind_text(const WriteItem& i) {
   switch (i.type) {
-    case WriteItemType::Tensor: return "a plain " + std::string(dtype_name(i.dtype)) + " tensor of " + describe_shape(i.global_shape);
-    case WriteItemType::Shard: return "a sharded " + std::string(dtype_name(i.dtype)) + " tensor of " + describe_shape(i.global_shape);
+    case WriteItemType::Tensor:
+      return "a plain " + std::string(dtype_name(i.dtype)) + " tensor of " + describe_shape(i.global_shape);
+    case WriteItemType::Shard:
+      return "a sharded " + std::string(dtype_name(i.dtype)) + " tensor of " + describe_shape(i.global_shape);
     case WriteItemType::Value: return "a value (" + i.encoding + ")";
   }
   return "?";
@@ -265,7 +267,8 @@ std::vector<std::int64_t> GlobalSavePlan::bytes_per_rank() const {
   std::vector<std::int64_t> bytes(static_cast<std::size_t>(world_size), 0);
   for (const auto& t : tensors)
     for (const auto& c : t.chunks)
-      bytes[static_cast<std::size_t>(c.writer)] += detail::volume(c.chunk.sizes) * static_cast<std::int64_t>(dtype_size(t.dtype));
+      bytes[static_cast<std::size_t>(c.writer)] +=
+          detail::volume(c.chunk.sizes) * static_cast<std::int64_t>(dtype_size(t.dtype));
   for (const auto& v : values) bytes[static_cast<std::size_t>(v.writer)] += static_cast<std::int64_t>(v.payload.size());
   return bytes;
 }

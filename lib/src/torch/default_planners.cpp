@@ -43,21 +43,34 @@ SavePlan DefaultSavePlanner::create_local_plan() {
   for (const auto& [fqn, value] : flat.leaves) {
     if (const auto* tensor = std::get_if<at::Tensor>(&value)) {
       const auto shape = shape_of(*tensor);
-      plan.items.push_back(WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt}, WriteItemType::Tensor,
-                                     checked_dtype(*tensor, "'" + fqn + "'"), shape, {Shape(shape.size(), 0), shape},
-                                     {}, {}});
+      plan.items.push_back(WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt},
+                                     WriteItemType::Tensor,
+                                     checked_dtype(*tensor, "'" + fqn + "'"),
+                                     shape,
+                                     {Shape(shape.size(), 0), shape},
+                                     {},
+                                     {}});
     } else if (const auto* sharded = std::get_if<ShardedTensor>(&value)) {
       for (std::size_t i = 0; i < sharded->local_shards().size(); ++i) {
         const auto& shard = sharded->local_shards()[i];
-        plan.items.push_back(WriteItem{MetadataIndex{fqn, shard.offsets, i}, WriteItemType::Shard,
-                                       checked_dtype(shard.tensor, shard_name(fqn, i)), sharded->global_shape(),
-                                       {shard.offsets, shape_of(shard.tensor)}, {}, {}});
+        plan.items.push_back(WriteItem{MetadataIndex{fqn, shard.offsets, i},
+                                       WriteItemType::Shard,
+                                       checked_dtype(shard.tensor, shard_name(fqn, i)),
+                                       sharded->global_shape(),
+                                       {shard.offsets, shape_of(shard.tensor)},
+                                       {},
+                                       {}});
       }
     } else {
       auto encoded = detail::encode_value(value, fqn);
       if (!encoded) throw UsageError("h5dcp: '" + fqn + "' is a Stateful that was not expanded into its state dict");
-      plan.items.push_back(WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt}, WriteItemType::Value,
-                                     DType::UInt8, {}, {}, std::move(encoded->encoding), std::move(encoded->payload)});
+      plan.items.push_back(WriteItem{MetadataIndex{fqn, std::nullopt, std::nullopt},
+                                     WriteItemType::Value,
+                                     DType::UInt8,
+                                     {},
+                                     {},
+                                     std::move(encoded->encoding),
+                                     std::move(encoded->payload)});
     }
   }
   detail::validate_local_plan(plan);
@@ -69,10 +82,9 @@ GlobalSavePlan DefaultSavePlanner::create_global_plan(const std::vector<SavePlan
 }
 
 at::Tensor DefaultSavePlanner::resolve_tensor(const PlannedTensor& tensor, const PlannedChunk& chunk) {
-  return find_state_dict_object(*state_dict_, MetadataIndex{tensor.fqn,
-                                                            tensor.sharded ? std::optional(chunk.chunk.offsets)
-                                                                           : std::nullopt,
-                                                            chunk.writer_shard_index});
+  return find_state_dict_object(
+      *state_dict_, MetadataIndex{tensor.fqn, tensor.sharded ? std::optional(chunk.chunk.offsets) : std::nullopt,
+                                  chunk.writer_shard_index});
 }
 
 // --- load -------------------------------------------------------------------
@@ -89,13 +101,19 @@ LoadPlan DefaultLoadPlanner::create_local_plan() {
   for (const auto& [fqn, value] : flat.leaves) {
     if (const auto* tensor = std::get_if<at::Tensor>(&value)) {
       const auto shape = shape_of(*tensor);
-      wanted.push_back({MetadataIndex{fqn, std::nullopt, std::nullopt}, false, checked_dtype(*tensor, "'" + fqn + "'"),
-                        shape, {Shape(shape.size(), 0), shape}});
+      wanted.push_back({MetadataIndex{fqn, std::nullopt, std::nullopt},
+                        false,
+                        checked_dtype(*tensor, "'" + fqn + "'"),
+                        shape,
+                        {Shape(shape.size(), 0), shape}});
     } else if (const auto* sharded = std::get_if<ShardedTensor>(&value)) {
       for (std::size_t i = 0; i < sharded->local_shards().size(); ++i) {
         const auto& shard = sharded->local_shards()[i];
-        wanted.push_back({MetadataIndex{fqn, shard.offsets, i}, false, checked_dtype(shard.tensor, shard_name(fqn, i)),
-                          sharded->global_shape(), {shard.offsets, shape_of(shard.tensor)}});
+        wanted.push_back({MetadataIndex{fqn, shard.offsets, i},
+                          false,
+                          checked_dtype(shard.tensor, shard_name(fqn, i)),
+                          sharded->global_shape(),
+                          {shard.offsets, shape_of(shard.tensor)}});
       }
     } else {
       wanted.push_back({MetadataIndex{fqn, std::nullopt, std::nullopt}, true, DType::UInt8, {}, {}});

@@ -10,7 +10,7 @@ namespace h5dcp::detail {
 /// A ShardedTensor of `global_shape` whose one local shard holds this rank's
 /// rows, split like torch.chunk over `world` ranks (rank `rank`); empty
 /// (uninitialized) memory.
-StateValue empty_chunked_dim0(const std::vector<std::int64_t>& global_shape, const at::TensorOptions& options,
-                              int rank, int world);
+StateValue empty_chunked_dim0(const std::vector<std::int64_t>& global_shape, const at::TensorOptions& options, int rank,
+                              int world);
 
 }  // namespace h5dcp::detail

@@ -2,7 +2,6 @@
 // as a state dict keyed by parameter fqn.
 
 #include <ATen/ops/empty.h>
-#include <set>
 #include <c10/util/string_utils.h>
 #include <torch/nn/module.h>
 #include <torch/optim/adagrad.h>
@@ -11,6 +10,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
+#include <set>
 
 #include "h5dcp/error.hpp"
 #include "h5dcp/optimizer.hpp"
@@ -181,7 +181,9 @@ bool bool_of(const StateDict& group, const std::string& key, const std::string& 
   return std::get<bool>(it->second);
 }
 
-StateList betas_list(const std::tuple<double, double>& betas) { return StateList{std::get<0>(betas), std::get<1>(betas)}; }
+StateList betas_list(const std::tuple<double, double>& betas) {
+  return StateList{std::get<0>(betas), std::get<1>(betas)};
+}
 
 std::tuple<double, double> betas_of(const StateDict& group, const std::string& where) {
   const auto it = group.find("betas");
@@ -196,28 +198,44 @@ StateDict options_dict(Kind kind, const optim::OptimizerOptions& options) {
   switch (kind) {
     case Kind::Sgd: {
       const auto& o = static_cast<const optim::SGDOptions&>(options);
-      return {{"lr", o.lr()}, {"momentum", o.momentum()}, {"dampening", o.dampening()},
-              {"weight_decay", o.weight_decay()}, {"nesterov", o.nesterov()}};
+      return {{"lr", o.lr()},
+              {"momentum", o.momentum()},
+              {"dampening", o.dampening()},
+              {"weight_decay", o.weight_decay()},
+              {"nesterov", o.nesterov()}};
     }
     case Kind::Adam: {
       const auto& o = static_cast<const optim::AdamOptions&>(options);
-      return {{"lr", o.lr()}, {"betas", betas_list(o.betas())}, {"eps", o.eps()},
-              {"weight_decay", o.weight_decay()}, {"amsgrad", o.amsgrad()}};
+      return {{"lr", o.lr()},
+              {"betas", betas_list(o.betas())},
+              {"eps", o.eps()},
+              {"weight_decay", o.weight_decay()},
+              {"amsgrad", o.amsgrad()}};
     }
     case Kind::AdamW: {
       const auto& o = static_cast<const optim::AdamWOptions&>(options);
-      return {{"lr", o.lr()}, {"betas", betas_list(o.betas())}, {"eps", o.eps()},
-              {"weight_decay", o.weight_decay()}, {"amsgrad", o.amsgrad()}};
+      return {{"lr", o.lr()},
+              {"betas", betas_list(o.betas())},
+              {"eps", o.eps()},
+              {"weight_decay", o.weight_decay()},
+              {"amsgrad", o.amsgrad()}};
     }
     case Kind::Adagrad: {
       const auto& o = static_cast<const optim::AdagradOptions&>(options);
-      return {{"lr", o.lr()}, {"lr_decay", o.lr_decay()}, {"weight_decay", o.weight_decay()},
-              {"initial_accumulator_value", o.initial_accumulator_value()}, {"eps", o.eps()}};
+      return {{"lr", o.lr()},
+              {"lr_decay", o.lr_decay()},
+              {"weight_decay", o.weight_decay()},
+              {"initial_accumulator_value", o.initial_accumulator_value()},
+              {"eps", o.eps()}};
     }
     case Kind::RmsProp: {
       const auto& o = static_cast<const optim::RMSpropOptions&>(options);
-      return {{"lr", o.lr()}, {"alpha", o.alpha()}, {"eps", o.eps()}, {"weight_decay", o.weight_decay()},
-              {"momentum", o.momentum()}, {"centered", o.centered()}};
+      return {{"lr", o.lr()},
+              {"alpha", o.alpha()},
+              {"eps", o.eps()},
+              {"weight_decay", o.weight_decay()},
+              {"momentum", o.momentum()},
+              {"centered", o.centered()}};
     }
   }
   return {};
@@ -375,7 +393,8 @@ void OptimizerState::load_state_dict(const StateDict& state) {
     if (per_param == nullptr) throw UsageError("h5dcp: the optimizer state's 'state' is not a dict");
     for (const auto& [fqn, value] : *per_param) {
       const auto param = by_name.find(fqn);
-      if (param == by_name.end()) throw UsageError("h5dcp: the optimizer state has state for unknown parameter '" + fqn + "'");
+      if (param == by_name.end())
+        throw UsageError("h5dcp: the optimizer state has state for unknown parameter '" + fqn + "'");
       const auto* entry = std::get_if<StateDict>(&value);
       if (entry == nullptr) throw UsageError("h5dcp: the state of '" + fqn + "' is not a dict");
       own_state[state_key(param->second)] = make_param_state(kind, *entry, param->second, "the state of '" + fqn + "'");

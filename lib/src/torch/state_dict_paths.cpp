@@ -2,7 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "core/key_escape.hpp"
+#include "base/key_escape.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/state_dict.hpp"
 

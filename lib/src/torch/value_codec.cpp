@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "core/value_payload.hpp"
+#include "base/value_payload.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const auto full = at::arange(4 * size * 3, at::kFloat).reshape({4 * size, 3});
-  h5dcp::StateDict sd{{"w", h5dcp::ShardedTensor({4 * size, 3}, {h5dcp::Shard{full.narrow(0, 4 * rank, 4).clone(), {4 * rank, 0}}})}};
+  h5dcp::StateDict sd{
+      {"w", h5dcp::ShardedTensor({4 * size, 3}, {h5dcp::Shard{full.narrow(0, 4 * rank, 4).clone(), {4 * rank, 0}}})}};
   int ok = 0;
   try {
     h5dcp::save(sd, argv[1]);

@@ -1,0 +1,64 @@
+// Rank -> device with its real inputs: the node-local rank (comm's
+// node_placement), LibTorch's CUDA device count and the environment, fed to
+// choose_device (device_choice.cpp); and the line apps print.
+
+#include <torch/cuda.h>  // declarations only; a CPU-only LibTorch reports 0 devices
+
+#include <algorithm>
+#include <string>
+
+#include "comm/comm.hpp"
+#include "comm/plain_calls.hpp"
+#include "h5dcp/device.hpp"
+
+namespace h5dcp {
+
+NodeLocalRank node_local_rank(MPI_Comm comm) {
+  const auto placement = detail::node_placement(comm);
+  NodeLocalRank local;
+  local.node = placement.node;
+  local.rank = placement.rank;
+  local.size = placement.size;
+  return local;
+}
+
+std::vector<std::string> gather_device_descriptions(const DeviceAssignment& assignment, MPI_Comm comm) {
+  const detail::Comm dup(comm);
+  auto lines = dup.gather(assignment.description);
+  if (!dup.is_coordinator()) lines.clear();
+  return lines;
+}
+
+DeviceAssignment assign_device(MPI_Comm comm) {
+  DeviceAssignment assignment;
+  const bool mpi = detail::mpi_is_active();
+  const auto local = node_local_rank(comm);
+  if (mpi) {
+    assignment.rank = detail::rank_of(comm);
+    assignment.size = detail::size_of(comm);
+  }
+  assignment.node = local.node;
+  assignment.device_count = static_cast<int>(torch::cuda::device_count());
+  // Without MPI the launcher's variables (srun, mpiexec without MPI_Init)
+  // know the local rank better than a single process can.
+  assignment.choice = mpi ? choose_device(local.rank, local.size, assignment.device_count, current_environment())
+                          : choose_device(-1, 0, assignment.device_count, current_environment());
+  if (mpi) {
+    // Count the ranks of this node on the same GPU: by its name where the
+    // environment names it (ranks may see different GPUs as the same index).
+    // Every rank takes part, whatever it chose.
+    const auto& c = assignment.choice;
+    const auto key = local.node + '\n' + (c.gpu.empty() ? c.device() : "gpu " + c.gpu);
+    const auto keys = detail::Comm(comm).all_gather(key);
+    if (c.is_cuda()) assignment.choice.ranks_sharing = static_cast<int>(std::count(keys.begin(), keys.end(), key));
+  }
+  const auto& choice = assignment.choice;
+  const std::string size = choice.local_size > 0 ? std::to_string(choice.local_size) : "?";
+  std::string where = "node " + assignment.node + ", local " + std::to_string(choice.local_rank) + " of " + size;
+  if (choice.local_rank_source != "MPI" && choice.local_rank_source != "default")
+    where += " from " + choice.local_rank_source;
+  assignment.description = "rank " + std::to_string(assignment.rank) + " (" + where + ") -> " + choice.summary();
+  return assignment;
+}
+
+}  // namespace h5dcp

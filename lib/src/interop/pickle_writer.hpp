@@ -1,0 +1,17 @@
+#pragma once
+// A pickle writer that emits what Python's torch.save emits for the same
+// objects (protocol 2): dicts, lists, tuples, str, bytes, int, float, bool,
+// None, and tensors rebuilt with torch._utils._rebuild_tensor_v2 from
+// storages named by BINPERSID. Python's torch.load and our reader read it.
+
+#include <string>
+
+#include "interop/pickle_value.hpp"
+
+namespace h5dcp::detail::pickle {
+
+/// The protocol-2 pickle of `root`. Throws UsageError for objects a pickle
+/// cannot hold here (a Global, a bare Storage) or a str that is not UTF-8.
+std::string pickle(const Object& root);
+
+}  // namespace h5dcp::detail::pickle

@@ -1,0 +1,286 @@
+// torch_save_to_checkpoint() and checkpoint_to_torch_save(): conversions in
+// bounded memory.
+//
+// torch.save -> checkpoint, collective:
+//   convert:index  broadcast   the coordinator reads data.pkl once and shares its index
+//   convert:open   all_gather  every rank opens the source for its own reads
+//   convert:plan   all_gather  every rank builds a state dict of placeholders:
+//                              its dim-0 rows of large tensors, small ones whole
+//   save(...)                  the usual save; the planner's resolve_tensor reads
+//                              each block straight from the storage record, so a
+//                              rank holds one block at a time
+//
+// checkpoint -> torch.save, one process: data.pkl first (from the metadata),
+// then each tensor is read, written as its record and dropped.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "api/checkpoint_session.hpp"
+#include "comm/comm.hpp"
+#include "h5dcp/checkpoint.hpp"
+#include "h5dcp/error.hpp"
+#include "h5dcp/planner.hpp"
+#include "h5dcp/torch_save.hpp"
+#include "hdf5/container_reader.hpp"
+#include "hdf5/hdf5_access.hpp"
+#include "interop/pickle_writer.hpp"
+#include "interop/torch_save_archive.hpp"
+#include "interop/torch_save_tree.hpp"
+#include "storage/file_descriptor.hpp"
+#include "torch/dtype_mapping.hpp"
+#include "torch/value_codec.hpp"
+
+namespace h5dcp {
+namespace {
+
+using detail::Bytes;
+using detail::Shape;
+
+// The source file, opened by every rank for reads of its own blocks.
+class SourceFile {
+ public:
+  SourceFile(const std::string& path, std::uint64_t expected_size) : path_(path) {
+    fd_ = detail::FileDescriptor::open_or_invalid(path, O_RDONLY);
+    if (!fd_)
+      throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno) +
+                    " (every rank reads its blocks from the torch.save file: it must be on a shared file system)");
+    struct stat info {};
+    if (::fstat(fd_.get(), &info) != 0 || static_cast<std::uint64_t>(info.st_size) != expected_size) {
+      throw UsageError("h5dcp: '" + path +
+                       "' is not the file the coordinator read (its size differs): every rank "
+                       "must see the same torch.save file");
+    }
+  }
+  SourceFile(const SourceFile&) = delete;
+  SourceFile& operator=(const SourceFile&) = delete;
+
+  void read(void* out, std::size_t size, std::uint64_t offset) const {
+    auto* p = static_cast<char*>(out);
+    while (size > 0) {
+      const auto n = ::pread(fd_.get(), p, size, static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw IoError("h5dcp: reading '" + path_ + "' failed: " + std::strerror(errno));
+      if (n == 0) throw FormatError("h5dcp: '" + path_ + "' ends before the data of a storage");
+      p += n;
+      size -= static_cast<std::size_t>(n);
+      offset += static_cast<std::uint64_t>(n);
+    }
+  }
+
+ private:
+  std::string path_;
+  detail::FileDescriptor fd_;
+};
+
+// The block `box` of `tensor`, read straight from its storage's bytes: the
+// span of storage elements the block touches, viewed with the tensor's strides.
+at::Tensor read_block(const SourceFile& file, const detail::TorchStorageInfo& storage,
+                      const detail::TorchTensorInfo& tensor, const ChunkStorageMetadata& box) {
+  const auto options = at::TensorOptions().dtype(detail::to_scalar_type(tensor.dtype));
+  if (detail::volume(box.sizes) == 0) return at::empty(box.sizes, options);
+  std::int64_t first = tensor.storage_offset;
+  for (std::size_t d = 0; d < box.offsets.size(); ++d) first += box.offsets[d] * tensor.strides[d];
+  std::int64_t last = first;
+  for (std::size_t d = 0; d < box.sizes.size(); ++d) last += (box.sizes[d] - 1) * tensor.strides[d];
+  const auto element = static_cast<std::int64_t>(dtype_size(tensor.dtype));
+  auto span = at::empty({last - first + 1}, options);
+  file.read(span.data_ptr(), static_cast<std::size_t>((last - first + 1) * element),
+            storage.data_offset + static_cast<std::uint64_t>(first * element));
+  return span.as_strided(box.sizes, tensor.strides, 0).contiguous();
+}
+
+// The most a rank holds of one tensor at once: larger blocks are written as
+// slabs of at most this many bytes, each read, written and dropped in turn.
+// It bounds memory where a tensor is far larger than the file: a view that
+// repeats its storage's elements (stride 0, as Tensor.expand makes, which
+// torch.save saves as the small storage and its strides) is materialised
+// slab by slab, never whole.
+constexpr std::int64_t kConvertSlabBytes = std::int64_t{64} << 20;
+
+// A tensor of `shape` and `dtype` that allocates (almost) nothing: what the
+// save planner plans with before resolve_tensor reads the real bytes.
+at::Tensor placeholder(DType dtype, const Shape& shape) {
+  return at::empty({}, at::TensorOptions().dtype(detail::to_scalar_type(dtype))).expand(shape);
+}
+
+// The block at `offsets` of `sizes` in a tensor, as shards of at most kConvertSlabBytes.
+void add_slabs(std::vector<Shard>& shards, DType dtype, const Shape& offsets, const Shape& sizes) {
+  for (auto& slab : detail::split_block(sizes, static_cast<std::int64_t>(dtype_size(dtype)), kConvertSlabBytes)) {
+    for (std::size_t d = 0; d < offsets.size(); ++d) slab.offsets[d] += offsets[d];
+    shards.push_back(Shard{placeholder(dtype, slab.sizes), slab.offsets});
+  }
+}
+
+StateDict placeholder_state(const detail::TorchSaveIndex& index, std::int64_t split_min_bytes, int rank, int size) {
+  FlatStateDict flat;
+  flat.containers = index.containers;
+  for (const auto& [fqn, t] : index.tensors) {
+    const auto rows = t.sizes.empty() ? 0 : t.sizes[0];
+    if (size == 1 || rows == 0 || detail::volume(t.sizes) == 0 || detail::tensor_bytes(t) < split_min_bytes) {
+      if (detail::tensor_bytes(t) <= kConvertSlabBytes) {
+        flat.leaves.emplace(fqn, placeholder(t.dtype, t.sizes));  // whole; written once, by the least-loaded rank
+        continue;
+      }
+      // Too large for one block: rank 0 writes it, slab by slab.
+      std::vector<Shard> shards;
+      if (rank == 0) add_slabs(shards, t.dtype, Shape(t.sizes.size(), 0), t.sizes);
+      flat.leaves.emplace(fqn, ShardedTensor(t.sizes, std::move(shards)));
+      continue;
+    }
+    // torch.chunk's split of dim 0: ceil(rows / size) rows each, the last ranks fewer or none.
+    const auto per_rank = (rows + size - 1) / size;
+    const auto start = std::min<std::int64_t>(rows, per_rank * rank);
+    const auto count = std::max<std::int64_t>(0, std::min(per_rank, rows - start));
+    std::vector<Shard> shards;
+    if (count > 0) {
+      auto shape = t.sizes;
+      shape[0] = count;
+      Shape offsets(t.sizes.size(), 0);
+      offsets[0] = start;
+      add_slabs(shards, t.dtype, offsets, shape);
+    }
+    flat.leaves.emplace(fqn, ShardedTensor(t.sizes, std::move(shards)));
+  }
+  for (const auto& [fqn, v] : index.values) flat.leaves.emplace(fqn, detail::decode_value(v.encoding, v.payload, fqn));
+  return unflatten_state_dict(flat);
+}
+
+class TorchSaveSourcePlanner final : public DefaultSavePlanner {
+ public:
+  TorchSaveSourcePlanner(const detail::TorchSaveIndex& index, const SourceFile& file, ProgressCallback progress,
+                         Progress totals)
+      : index_(index), file_(file), callback_(std::move(progress)), progress_(std::move(totals)) {}
+
+  at::Tensor resolve_tensor(const PlannedTensor& tensor, const PlannedChunk& chunk) override {
+    const auto& info = index_.tensors.at(tensor.fqn);
+    auto block = read_block(file_, index_.storages.at(info.storage), info, chunk.chunk);
+    if (callback_) {
+      progress_.items_done += 1;
+      progress_.bytes_done += detail::volume(chunk.chunk.sizes) * static_cast<std::int64_t>(dtype_size(info.dtype));
+      progress_.current = tensor.fqn;
+      callback_(progress_);
+    }
+    return block;
+  }
+
+ private:
+  const detail::TorchSaveIndex& index_;
+  const SourceFile& file_;
+  ProgressCallback callback_;
+  Progress progress_;
+};
+
+std::vector<std::int64_t> contiguous_strides(const Shape& sizes) {
+  std::vector<std::int64_t> strides(sizes.size(), 1);
+  for (std::size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<std::int64_t>(sizes[d], 1);
+  return strides;
+}
+
+}  // namespace
+
+SaveResult torch_save_to_checkpoint(const std::string& src, const std::string& dst,
+                                    const TorchSaveToCheckpointOptions& options, MPI_Comm comm) {
+  detail::Comm c(comm, options.coordinator);
+  c.require_same("source paths", src);
+  c.set_timeout(detail::resolve_timeout(options.timeout_seconds));
+  const auto index = detail::decode_torch_save_index(c.broadcast("convert:index", [&] {
+    detail::TorchSaveReader reader(src);
+    return detail::encode(reader.read_index());
+  }));
+  std::optional<SourceFile> file;
+  c.all_gather("convert:open", [&] {
+    file.emplace(src, index.file_size);
+    return Bytes();
+  });
+  StateDict state;
+  c.all_gather("convert:plan", [&] {
+    state = placeholder_state(index, options.split_min_bytes, c.rank(), c.size());
+    return Bytes();
+  });
+  Progress totals;
+  if (c.size() == 1) {  // with more ranks, who writes the small tensors is the planner's choice
+    for (const auto& [fqn, t] : index.tensors) {
+      // One block per slab; empty tensors have none.
+      totals.items_total += static_cast<std::int64_t>(
+          detail::split_block(t.sizes, static_cast<std::int64_t>(dtype_size(t.dtype)), kConvertSlabBytes).size());
+      totals.bytes_total += detail::tensor_bytes(t);
+    }
+  }
+  TorchSaveSourcePlanner planner(index, *file, options.progress, totals);
+  SaveOptions save_options;
+  save_options.coordinator = options.coordinator;
+  save_options.io_mode = options.io_mode;
+  save_options.timeout_seconds = options.timeout_seconds;
+  save_options.planner = &planner;
+  return save(state, dst, save_options, comm);
+}
+
+void checkpoint_to_torch_save(const std::string& src, const std::string& dst,
+                              const CheckpointToTorchSaveOptions& options) {
+  detail::Hdf5Access access;  // HDF5 is not thread-safe: see hdf5/hdf5_gate.hpp
+  const auto index = detail::read_container_index(src);
+  const auto& metadata = index.metadata;
+
+  FlatStateDict flat;
+  flat.containers = metadata.containers;
+  Progress progress;
+  for (const auto& [fqn, storage] : metadata.state_dict_metadata) {
+    if (const auto* t = std::get_if<TensorStorageMetadata>(&storage)) {
+      flat.leaves.emplace(fqn, placeholder(t->properties.dtype, t->size));
+      progress.items_total += 1;
+      progress.bytes_total += detail::volume(t->size) * static_cast<std::int64_t>(dtype_size(t->properties.dtype));
+    } else {
+      const auto& encoding = std::get<BytesStorageMetadata>(storage).encoding;
+      flat.leaves.emplace(fqn, detail::decode_value(encoding, index.values.at(fqn), fqn));
+    }
+  }
+
+  // data.pkl first: every tensor gets a storage of its own, in tree order.
+  std::vector<std::pair<std::string, std::shared_ptr<const detail::pickle::Storage>>> records;
+  const auto root = detail::pickle_tree(unflatten_state_dict(flat), [&](const std::string& fqn, const at::Tensor&) {
+    const auto& t = find_tensor_metadata(metadata, fqn);
+    auto storage = std::make_shared<detail::pickle::Storage>();
+    storage->key = std::to_string(records.size());
+    storage->dtype = t.properties.dtype;
+    storage->numel = detail::volume(t.size);
+    records.emplace_back(fqn, storage);
+    return detail::pickle::Object::tensor_of({storage, 0, t.size, contiguous_strides(t.size)});
+  });
+  const auto data = detail::pickle::pickle(*root);
+
+  detail::TorchSaveWriter writer(dst);
+  writer.write_record("data.pkl", data.data(), data.size());
+  detail::ContainerReader reader(src, MPI_COMM_NULL);
+  // One buffer, as large as the largest tensor, reused for every record.
+  std::size_t largest = 1;
+  for (const auto& [fqn, storage] : records) {
+    const auto& t = find_tensor_metadata(metadata, fqn);
+    largest = std::max(largest, static_cast<std::size_t>(detail::volume(t.size)) * dtype_size(t.properties.dtype));
+  }
+  auto buffer = at::empty({static_cast<std::int64_t>(largest)}, at::TensorOptions().dtype(at::kByte));
+  for (const auto& [fqn, storage] : records) {
+    const auto& t = find_tensor_metadata(metadata, fqn);
+    const auto bytes = static_cast<std::size_t>(detail::volume(t.size)) * dtype_size(t.properties.dtype);
+    reader.read(fqn, t.properties.dtype, ChunkStorageMetadata{Shape(t.size.size(), 0), t.size}, buffer.data_ptr());
+    writer.write_record("data/" + storage->key, buffer.data_ptr(), bytes);
+    if (options.progress) {
+      progress.items_done += 1;
+      progress.bytes_done += static_cast<std::int64_t>(bytes);
+      progress.current = fqn;
+      options.progress(progress);
+    }
+  }
+  reader.close();
+  writer.commit();
+}
+
+}  // namespace h5dcp

@@ -1,0 +1,47 @@
+#pragma once
+// A move-only owner of a POSIX file descriptor. close() reports a failed
+// close(2) (for a file just written, a lost write shows up there) by
+// throwing; the destructor closes quietly, because it runs on failure paths
+// and during unwinding, where a second exception would terminate.
+
+#include <string>
+
+namespace h5dcp::detail {
+
+/// Throws IoError "h5dcp: <what> failed: <strerror(error)>".
+[[noreturn]] void throw_errno(const std::string& what, int error);
+
+class FileDescriptor {
+ public:
+  FileDescriptor() noexcept = default;
+  /// Owns `fd` (a negative one owns nothing).
+  explicit FileDescriptor(int fd) noexcept : fd_(fd) {}
+  /// open(2) with O_CLOEXEC added; throws IoError naming `path` on failure.
+  static FileDescriptor open(const std::string& path, int flags, unsigned mode = 0);
+  /// open(2) with O_CLOEXEC added; owns nothing on failure (errno is set).
+  static FileDescriptor open_or_invalid(const std::string& path, int flags, unsigned mode = 0) noexcept;
+
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.release()) {}
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept;
+  /// Closes quietly (see the file comment).
+  ~FileDescriptor() { close_quietly(); }
+
+  int get() const noexcept { return fd_; }
+  bool valid() const noexcept { return fd_ >= 0; }
+  explicit operator bool() const noexcept { return valid(); }
+  /// Gives up ownership without closing.
+  int release() noexcept;
+
+  /// Closes now; throws IoError naming `path` when close(2) fails (the
+  /// descriptor is gone either way). No-op when it owns nothing.
+  void close(const std::string& path);
+  /// Closes now, ignoring failure; returns close(2)'s errno (0: fine).
+  int close_quietly() noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace h5dcp::detail
