@@ -12,7 +12,7 @@
 //   save      h5dcp::save
 //   load      h5dcp::load, same sharding
 //   reshard   h5dcp::load with every rank loading another rank's rows (DCP's "rank shift")
-//   async     AsyncSaver::save: time the caller blocks, and until the future is ready
+//   async     h5dcp::async_save: time the caller blocks, and until the future is ready
 //   small     5,000 tensors of 16 KiB vs the same bytes in 4 sharded tensors, and
 //             bare HDF5 making the same 5,000 datasets (the floor under h5dcp's)
 // and the peak resident memory of each rank.
@@ -242,9 +242,10 @@ int main(int argc, char** argv) {
   const std::string ckpt = args.dir + "/ckpt.h5";
 
   auto saved = sharded_state(rows, 0, true);
-  auto copy_target = at::zeros({per_rank_bytes / 4}, at::kFloat);  // touched now, as the saver's staging memory
-  h5dcp::AsyncSaver saver(MPI_COMM_WORLD,
-                          h5dcp::AsyncOptions{args.staging_mib > 0 ? args.staging_mib << 20 : per_rank_bytes});
+  auto copy_target = at::zeros({per_rank_bytes / 4}, at::kFloat);  // touched now, as async staging memory is
+  h5dcp::AsyncSaveOptions async_options;
+  async_options.staging_bytes = args.staging_mib > 0 ? args.staging_mib << 20 : per_rank_bytes;
+  const auto async_save = [&] { h5dcp::async_save(saved, args.dir + "/async.h5", async_options).get(); };
   // The small-tensor case: replicated 16 KiB tensors (each written once) vs
   // the same bytes in 4 row-sharded tensors.
   h5dcp::StateDict small;
@@ -254,6 +255,10 @@ int main(int argc, char** argv) {
   std::int64_t large_rows = static_cast<std::int64_t>(args.small_count) * small_elems / kTensors / kCols;
   large_rows = std::max<std::int64_t>(size_, large_rows - large_rows % size_);
   auto large = sharded_state(large_rows, 0, true);
+
+  // The first async save allocates and touches the staging memory, once for
+  // the run: made here, untimed, so that no repetition includes it.
+  if (!args.raw_only && !args.save_only) async_save();
 
   std::map<std::string, std::vector<double>> t;
   bool correct = true;
@@ -266,7 +271,7 @@ int main(int argc, char** argv) {
     if (args.raw_only) continue;
     if (args.async_only) {
       fresh(args.dir + "/async.h5");
-      t["async_total"].push_back(timed([&] { saver.save(saved, args.dir + "/async.h5").get(); }));
+      t["async_total"].push_back(timed(async_save));
       continue;
     }
     h5dcp::SaveOptions save_options;
@@ -286,7 +291,7 @@ int main(int argc, char** argv) {
     fresh(args.dir + "/async.h5");
     t["async_total"].push_back(timed([&] {
       const double t0 = now();
-      auto future = saver.save(saved, args.dir + "/async.h5");
+      auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
       blocking = now() - t0;
       future.get();
     }));
@@ -315,10 +320,10 @@ int main(int argc, char** argv) {
         h5dcp_bench::hdf5_many_datasets_seconds(floor_path, args.small_count, small_elems, 7, MPI_COMM_WORLD));
   }
   // Memory: what a save adds to a process that holds its shards (and, for
-  // the async saver, its staging memory, allocated when it was made).
+  // async saves, their staging memory, allocated before the repetitions).
   const bool measure_memory = !args.raw_only && !args.save_only && !args.async_only;
   const auto sync_added = !measure_memory ? 0 : added_memory([&] { h5dcp::save(saved, ckpt); });
-  const auto async_added = !measure_memory ? 0 : added_memory([&] { saver.save(saved, args.dir + "/async.h5").get(); });
+  const auto async_added = !measure_memory ? 0 : added_memory(async_save);
   std::int64_t peak = status_bytes("VmHWM:");
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
 
@@ -359,7 +364,8 @@ int main(int argc, char** argv) {
       std::printf(
           "memory a save adds per rank: sync %.1f MB, async %.1f MB (shard %.1f MB, staging %.1f MB held "
           "already)\n",
-          sync_added / 1e6, async_added / 1e6, per_rank_bytes / 1e6, saver.stats().staging_bytes / 1e6);
+          sync_added / 1e6, async_added / 1e6, per_rank_bytes / 1e6,
+          h5dcp::last_async_save_stats().staging_bytes / 1e6);
     }
     if (!args.json.empty()) {
       std::ofstream out(args.json);
@@ -367,9 +373,9 @@ int main(int argc, char** argv) {
           << ",\n  \"reps\": " << args.reps << ",\n  \"warmup_reps\": " << args.warmup
           << ",\n  \"correct\": " << (correct ? "true" : "false") << ",\n  \"sync_save_added_bytes\": " << sync_added
           << ",\n  \"async_save_added_bytes\": " << async_added << ",\n  \"peak_rss_bytes\": " << peak
-          << ",\n  \"shard_bytes\": " << per_rank_bytes << ",\n  \"staging_bytes\": " << saver.stats().staging_bytes
-          << ",\n  \"mpi_io\": \"" << (std::getenv("OMPI_MCA_io") ? std::getenv("OMPI_MCA_io") : "default")
-          << "\",\n  \"median_seconds\": {";
+          << ",\n  \"shard_bytes\": " << per_rank_bytes
+          << ",\n  \"staging_bytes\": " << h5dcp::last_async_save_stats().staging_bytes << ",\n  \"mpi_io\": \""
+          << (std::getenv("OMPI_MCA_io") ? std::getenv("OMPI_MCA_io") : "default") << "\",\n  \"median_seconds\": {";
       bool first = true;
       for (const auto& [name, v] : t) {
         out << (first ? "\n" : ",\n") << "    \"" << name << "\": " << median(v);

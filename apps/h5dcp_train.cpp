@@ -359,11 +359,10 @@ int run(const Config& cfg, int rank, int size) {
 
   // Staging memory for the async saves: twice this rank's share of the
   // state (parameters, Adam's two moments, the data order), at least 1 MiB.
-  h5dcp::ManagerOptions manager_options;
-  manager_options.async.staging_bytes = std::max<std::int64_t>(
+  h5dcp::AsyncSaveOptions async_options;
+  async_options.staging_bytes = std::max<std::int64_t>(
       std::int64_t{1} << 20, 2 * (trainer.parameter_count() * 3 * 4 + std::int64_t{cfg.dataset_size} * 8 + 65536));
-  h5dcp::CheckpointManager manager(cfg.checkpoint_dir, h5dcp::Retention{cfg.keep_last, cfg.keep_every}, MPI_COMM_WORLD,
-                                   manager_options);
+  h5dcp::CheckpointManager manager(cfg.checkpoint_dir, h5dcp::Retention{cfg.keep_last, cfg.keep_every}, MPI_COMM_WORLD);
   if (rank == 0)
     for (const auto& orphan : manager.removed_orphans())
       std::printf("h5dcp-train: removed %s, left by a save that never finished\n", orphan.c_str());
@@ -427,7 +426,7 @@ int run(const Config& cfg, int rank, int size) {
     if (step == cfg.crash_after_step) manager.wait();
     if (step % cfg.checkpoint_every == 0 || step == cfg.steps) {
       const auto t0 = std::chrono::steady_clock::now();
-      manager.async_save(step, trainer.state_dict());
+      manager.async_save(step, trainer.state_dict(), async_options);
       blocking += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ++saves;
     }

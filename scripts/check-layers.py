@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks the layering of lib/ (docs/ARCHITECTURE.md): which project layers
 and which packages (MPI, HDF5, LibTorch, xxHash) each folder of lib/src may
-include, directly or through a public header, and that no public header
-includes HDF5 or an internal header. The build already fails when a layer
+include, directly or through a public header, that no public header
+includes HDF5 or an internal header, and that the umbrella header h5dcp.hpp
+includes every public header. The build already fails when a layer
 includes a package it does not link (one object library per layer); this
 also catches includes of a higher layer's own headers, which compile.
 
@@ -52,7 +53,7 @@ def package_of(name):
 
 
 def includes(path):
-    return [(kind, name) for kind, name in INCLUDE.findall(path.read_text(encoding="utf-8"))]
+    return INCLUDE.findall(path.read_text(encoding="utf-8"))
 
 
 def main(repo):
@@ -87,6 +88,14 @@ def main(repo):
                 problems.append(f"{where}: public header includes HDF5 ({inc}): HDF5 types stay inside lib/src/hdf5")
             if kind == '"' and not inc.startswith("h5dcp/"):
                 problems.append(f"{where}: public header includes the internal header {inc}")
+
+    # The umbrella header is the one include a user needs: it has them all.
+    umbrella = public / "h5dcp.hpp"
+    in_umbrella = {inc[6:] for _, inc in includes(umbrella) if inc.startswith("h5dcp/")}
+    for header in sorted(public.glob("*.hpp*")):
+        name = header.name.removesuffix(".in")
+        if name != "h5dcp.hpp" and name not in in_umbrella:
+            problems.append(f"lib/include/h5dcp/h5dcp.hpp: the umbrella header leaves out h5dcp/{name}")
 
     folders = sorted(p.name for p in src.iterdir() if p.is_dir())
     for folder in folders:

@@ -169,7 +169,7 @@ else:
     threads = int(args.threads)
 
 # One stager for every async save, so that its staging copy is allocated once
-# (by the warm-up repetition) and reused, as h5dcp's AsyncSaver's is: a
+# (by the warm-up repetition) and reused, as h5dcp's async staging memory is: a
 # DefaultStager caches its CPU storages per source tensor. It is passed
 # explicitly because FileSystemWriter's own cached staging
 # (cache_staged_state_dict=True) pins memory, which needs an accelerator.

@@ -298,7 +298,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto path = mutated_copy(data, size);
-  expect_no_crash("read_metadata", [&] { h5dcp::read_metadata(path, 0, MPI_COMM_SELF); });
+  expect_no_crash("read_metadata", [&] { h5dcp::read_metadata(path, {}, MPI_COMM_SELF); });
   expect_no_crash("CheckpointReader", [&] {
     h5dcp::CheckpointReader reader(path);
     for (const auto& [fqn, storage] : reader.metadata().state_dict_metadata) {

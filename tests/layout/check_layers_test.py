@@ -2,7 +2,8 @@
 """scripts/check-layers.py passes on the real tree and reports each kind of
 violation planted in a copy of lib/: a lower layer including a higher
 layer's header, a package a layer must not see (directly and through a
-public header), HDF5 in a public header, and a folder that is no layer."""
+public header), HDF5 in a public header, a folder that is no layer, and a
+public header the umbrella header leaves out."""
 import pathlib
 import shutil
 import subprocess
@@ -37,6 +38,7 @@ with tempfile.TemporaryDirectory() as tmp:
     plant(src / "api" / "save.cpp", "#include <hdf5.h>")
     plant(root / "lib" / "include" / "h5dcp" / "dtype.hpp", "#include <H5Ppublic.h>")
     (src / "misc").mkdir()
+    (root / "lib" / "include" / "h5dcp" / "extra.hpp").write_text("#pragma once\n", encoding="utf-8")
     code, out = run(root)
     expected = [
         "lib/src/plan/save_plan.cpp: includes hdf5/handle.hpp, but the plan layer may only include base, plan",
@@ -47,6 +49,7 @@ with tempfile.TemporaryDirectory() as tmp:
         "lib/src/api/save.cpp: includes hdf5.h, but the api layer must not see hdf5",
         "lib/include/h5dcp/dtype.hpp: public header includes HDF5 (H5Ppublic.h)",
         "lib/src/misc: a folder that is no layer",
+        "lib/include/h5dcp/h5dcp.hpp: the umbrella header leaves out h5dcp/extra.hpp",
     ]
     assert code == 1, f"violations passed the checker (exit {code}):\n{out}"
     missing = [line for line in expected if line not in out]

@@ -101,26 +101,28 @@ TEST_F(Agreement, Paths) {
       "load: ranks passed different checkpoint paths: rank <odd> has path='" + other + "', rank 0 has '" + path_ + "'");
 }
 
-TEST_F(Agreement, AsyncSaverTimeouts) {
-  AsyncOptions options{1 << 20};
-  options.timeout_seconds = odd_ ? -1 : 5;
-  expect_disagreement([&] { AsyncSaver saver(MPI_COMM_WORLD, options); },
-                      "rank <odd> has timeout_seconds=none, rank 0 has 5");
-}
-
 TEST_F(Agreement, AsyncSaveOptions) {
-  AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{1 << 20});
-  SaveOptions coordinator;
+  auto coordinator = test::staging_of(1 << 20);
   coordinator.coordinator = odd_ ? 1 : 0;  // refused on one rank only: the others went on and hung
-  expect_disagreement([&] { saver.save(state_, dir_.file("a.h5"), coordinator).get(); },
-                      "rank <odd> has coordinator=1, rank 0 has 0");
-  SaveOptions io;
+  expect_disagreement([&] { async_save(state_, dir_.file("a.h5"), coordinator).get(); },
+                      "ranks passed different coordinator ranks (from 0 to 1)");
+  auto io = test::staging_of(1 << 20);
   io.io_mode = odd_ ? IoMode::Independent : IoMode::Collective;
-  expect_disagreement([&] { saver.save(state_, dir_.file("a.h5"), io).get(); },
+  expect_disagreement([&] { async_save(state_, dir_.file("a.h5"), io).get(); },
                       "rank <odd> has io_mode=independent, rank 0 has collective");
-  // The saver is still usable.
-  saver.save(state_, dir_.file("a.h5")).get();
+  auto timeout = test::staging_of(1 << 20);
+  timeout.timeout_seconds = odd_ ? -1 : 5;
+  expect_disagreement([&] { async_save(state_, dir_.file("a.h5"), timeout).get(); },
+                      "rank <odd> has timeout_seconds=none, rank 0 has 5");
+  // Different staging sizes would make some ranks remake their staging
+  // memory (a collective step) and not others.
+  auto staging = test::staging_of(odd_ ? 1 << 21 : 1 << 20);
+  expect_disagreement([&] { async_save(state_, dir_.file("a.h5"), staging).get(); },
+                      "rank <odd> has staging_bytes=2097152, rank 0 has 1048576");
+  // Async saves are still usable.
+  async_save(state_, dir_.file("a.h5"), test::staging_of(1 << 20)).get();
   EXPECT_EQ(std::get<std::int64_t>(load_all(dir_.file("a.h5")).at("step")), 4);
+  finish_async_saves();
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Async saves at 1-4 ranks: round trips, several saves in a row streaming
-// through small reused staging memory, tensors changed right after save()
-// returns, a background failure on one rank reaching every future, a save's
-// own timeout, MPI used by the caller meanwhile, and shutdown with a save in
-// flight.
+// through small reused staging memory, tensors changed right after
+// async_save() returns, staged whole and written in either io_mode, any
+// coordinator, a new staging size, a background failure on one rank reaching
+// every future, a save's timeout, MPI used by the caller meanwhile, and
+// finishing with a save in flight.
 
 #include <gtest/gtest.h>
 
@@ -32,42 +33,98 @@ void expect_checkpoint_holds(const std::string& path, std::int64_t seed) {
   EXPECT_EQ(std::get<std::int64_t>(value_at(all, "meta/step")), seed) << path;
 }
 
-TEST(AsyncSave, RoundTripsLikeASyncSave) {
+// Each test starts without staging memory, and leaves none behind.
+class AsyncSave : public ::testing::Test {
+ protected:
+  void SetUp() override { finish_async_saves(); }
+  void TearDown() override { finish_async_saves(); }
+};
+
+TEST_F(AsyncSave, RoundTripsLikeASyncSave) {
   test::TempDir dir;
-  AsyncSaver saver(MPI_COMM_WORLD);
   auto state = training_state(test::world_rank(), test::world_size(), 1);
-  auto future = saver.save(state, dir.file("a.h5"));
+  SaveFuture future = async_save(state, dir.file("a.h5"));
   const auto result = future.get();
   EXPECT_EQ(result.metadata.world_size, test::world_size());
+  EXPECT_EQ(result.metadata.state_dict_metadata.count("w"), 1u);
   expect_checkpoint_holds(dir.file("a.h5"), 1);
-  EXPECT_EQ(saver.stats().staging_allocations, 1);
-  EXPECT_GT(saver.stats().blocking_seconds, 0.0);
+  EXPECT_EQ(last_async_save_stats().staging_allocations, 1);
+  EXPECT_EQ(last_async_save_stats().staging_bytes, std::int64_t{256} << 20);
+  EXPECT_GT(last_async_save_stats().blocking_seconds, 0.0);
 }
 
-TEST(AsyncSave, SavesInARowStreamThroughSmallReusedStaging) {
+TEST_F(AsyncSave, SavesInARowStreamThroughSmallReusedStaging) {
   test::TempDir dir;
   // 4 KiB of staging for ~8 KiB of float32 per rank: pieces stream through.
-  AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{4096});
-  std::vector<std::future<SaveResult>> futures;
+  std::vector<SaveFuture> futures;
   for (std::int64_t seed = 1; seed <= 3; ++seed) {
     auto state = training_state(test::world_rank(), test::world_size(), seed);
-    futures.push_back(saver.save(state, dir.file("s" + std::to_string(seed) + ".h5")));
-    // The caller may change its tensors as soon as save() returns.
+    futures.push_back(async_save(state, dir.file("s" + std::to_string(seed) + ".h5"), test::staging_of(4096)));
+    // The caller may change its tensors as soon as async_save() returns.
     for (auto& s : std::get<ShardedTensor>(state.at("w")).local_shards()) s.tensor.fill_(-1);
     std::get<at::Tensor>(state.at("b")).fill_(7);
-    EXPECT_EQ(saver.stats().staging_bytes, 4096);
-    EXPECT_EQ(saver.stats().staging_allocations, 1);
+    EXPECT_EQ(last_async_save_stats().staging_bytes, 4096);
+    EXPECT_EQ(last_async_save_stats().staging_allocations, 1);
   }
   for (auto& f : futures) f.get();
   for (std::int64_t seed = 1; seed <= 3; ++seed)
     expect_checkpoint_holds(dir.file("s" + std::to_string(seed) + ".h5"), seed);
 }
 
-TEST(AsyncSave, TheCallerKeepsUsingMpiMeanwhile) {
+TEST_F(AsyncSave, BlocksStagedWholeAreWrittenInEitherIoModeByAnyCoordinator) {
   test::TempDir dir;
-  AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{8192});
+  // 1 MiB holds every rank's blocks whole: the background writes them like
+  // save() (grid shards are scattered through the file: collectively in
+  // IoMode::Collective), checksummed, and published by the coordinator.
+  std::int64_t seed = 20;
+  for (const auto mode : {IoMode::Collective, IoMode::Independent}) {
+    for (const int coordinator : {0, test::world_size() - 1}) {
+      auto options = test::staging_of(1 << 20);
+      options.io_mode = mode;
+      options.coordinator = coordinator;
+      const auto path = dir.file("w" + std::to_string(seed) + ".h5");
+      auto state = training_state(test::world_rank(), test::world_size(), seed);
+      auto future = async_save(state, path, options);
+      for (auto& s : std::get<ShardedTensor>(state.at("w")).local_shards()) s.tensor.fill_(-1);
+      future.get();
+      expect_checkpoint_holds(path, seed);
+      EXPECT_TRUE(verify_checkpoint(path).ok()) << path;
+      ++seed;
+    }
+  }
+  EXPECT_EQ(last_async_save_stats().staging_allocations, 1);
+}
+
+TEST_F(AsyncSave, ANewStagingSizeAllocatesNewStagingMemory) {
+  test::TempDir dir;
+  async_save(training_state(test::world_rank(), test::world_size(), 30), dir.file("n.h5"), test::staging_of(8192))
+      .get();
+  async_save(training_state(test::world_rank(), test::world_size(), 31), dir.file("n.h5"), test::staging_of(8192))
+      .get();
+  EXPECT_EQ(last_async_save_stats().staging_allocations, 1);
+  async_save(training_state(test::world_rank(), test::world_size(), 32), dir.file("n.h5"), test::staging_of(16384))
+      .get();
+  EXPECT_EQ(last_async_save_stats().staging_allocations, 2);
+  EXPECT_EQ(last_async_save_stats().staging_bytes, 16384);
+  expect_checkpoint_holds(dir.file("n.h5"), 32);
+}
+
+TEST_F(AsyncSave, TooLittleStagingIsAUsageErrorOnEveryRank) {
+  test::TempDir dir;
+  try {
+    async_save(training_state(test::world_rank(), test::world_size(), 33), dir.file("u.h5"), test::staging_of(4095));
+    ADD_FAILURE() << "expected a UsageError on rank " << test::world_rank();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("staging_bytes must be at least 4096, not 4095"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST_F(AsyncSave, TheCallerKeepsUsingMpiMeanwhile) {
+  test::TempDir dir;
   auto state = training_state(test::world_rank(), test::world_size(), 4);
-  auto future = saver.save(state, dir.file("m.h5"));
+  auto future = async_save(state, dir.file("m.h5"), test::staging_of(8192));
   for (int i = 0; i < 20; ++i) {
     int value = test::world_rank() + i;
     int sum = 0;
@@ -79,69 +136,72 @@ TEST(AsyncSave, TheCallerKeepsUsingMpiMeanwhile) {
   expect_checkpoint_holds(dir.file("m.h5"), 4);
 }
 
-TEST(AsyncSave, ABackgroundFailureOnOneRankReachesEveryFuture) {
+TEST_F(AsyncSave, ABackgroundFailureOnOneRankReachesEveryFuture) {
   test::TempDir dir;
-  AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{4096});
-  saver.save(training_state(test::world_rank(), test::world_size(), 5), dir.file("c.h5")).get();
+  async_save(training_state(test::world_rank(), test::world_size(), 5), dir.file("c.h5"), test::staging_of(4096)).get();
   const int bad = test::world_size() - 1;
-  for (const std::string point : {"save:write", "async:stage", "save:commit"}) {
-    const int where = point == "save:commit" ? 0 : bad;
-    // Set until the background is done: it reads the variable when it gets there.
-    ::setenv("H5DCP_INJECT_FAULT", (point + "@" + std::to_string(where)).c_str(), 1);
-    auto future = saver.save(training_state(test::world_rank(), test::world_size(), 6), dir.file("c.h5"));
-    try {
-      future.get();
-      ADD_FAILURE() << point << ": expected a CheckpointError on rank " << test::world_rank();
-    } catch (const CheckpointError& e) {
-      EXPECT_EQ(e.failures().count(where), 1u) << point << ": " << e.what();
-      EXPECT_NE(std::string(e.what()).find("injected fault at " + point), std::string::npos) << e.what();
+  // Streamed (4 KiB) and staged whole (1 MiB, where a rank whose staging
+  // failed must still take part in the collective writes).
+  for (const std::int64_t bytes : {4096, 1 << 20}) {
+    for (const std::string point : {"save:write", "async:stage", "save:commit"}) {
+      const int where = point == "save:commit" ? 0 : bad;
+      // Set until the background is done: it reads the variable when it gets there.
+      ::setenv("H5DCP_INJECT_FAULT", (point + "@" + std::to_string(where)).c_str(), 1);
+      auto future = async_save(training_state(test::world_rank(), test::world_size(), 6), dir.file("c.h5"),
+                               test::staging_of(bytes));
+      try {
+        future.get();
+        ADD_FAILURE() << point << ": expected a CheckpointError on rank " << test::world_rank();
+      } catch (const CheckpointError& e) {
+        EXPECT_EQ(e.failures().count(where), 1u) << point << ": " << e.what();
+        EXPECT_NE(std::string(e.what()).find("injected fault at " + point), std::string::npos) << e.what();
+      }
+      ::unsetenv("H5DCP_INJECT_FAULT");
     }
-    ::unsetenv("H5DCP_INJECT_FAULT");
   }
   expect_checkpoint_holds(dir.file("c.h5"), 5);  // the older checkpoint is intact
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"c.h5"});
-  // And the saver still works.
-  saver.save(training_state(test::world_rank(), test::world_size(), 8), dir.file("c.h5")).get();
+  // And async saves still work.
+  async_save(training_state(test::world_rank(), test::world_size(), 8), dir.file("c.h5"), test::staging_of(4096)).get();
   expect_checkpoint_holds(dir.file("c.h5"), 8);
 }
 
-TEST(AsyncSave, ASavesOwnTimeoutReplacesTheSaversForThatSave) {
+TEST_F(AsyncSave, ASavesTimeoutCoversEveryPhase) {
   if (test::world_size() == 1) GTEST_SKIP() << "needs two ranks";
   test::TempDir dir;
   const int rank = test::world_rank();
   const int stalled = test::world_size() - 1;
-  AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{1 << 20});  // the saver's timeout: the default, 1800 s
-  // A per-save timeout must agree like every option (and a refusal leaves
-  // the saver usable).
-  SaveOptions odd;
+  // The timeout must agree like every option (and a refusal leaves async
+  // saves usable).
+  auto odd = test::staging_of(1 << 20);
   odd.timeout_seconds = rank == stalled ? 7 : 30;
   try {
-    saver.save(training_state(rank, test::world_size(), 12), dir.file("t.h5"), odd).get();
+    async_save(training_state(rank, test::world_size(), 12), dir.file("t.h5"), odd).get();
     ADD_FAILURE() << "expected a UsageError on rank " << rank;
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(stalled) + " has timeout_seconds=7, rank 0 has 30"),
               std::string::npos)
         << e.what();
   }
-  SaveOptions generous;
+  auto generous = test::staging_of(1 << 20);
   generous.timeout_seconds = 30;
-  saver.save(training_state(rank, test::world_size(), 12), dir.file("t.h5"), generous).get();
+  async_save(training_state(rank, test::world_size(), 12), dir.file("t.h5"), generous).get();
   expect_checkpoint_holds(dir.file("t.h5"), 12);
 
-  // A stall past a 1 s per-save timeout: the others give up naming the
-  // stalled rank instead of waiting for it as the saver's timeout would. As
+  // A stall past a 1 s timeout: the others give up naming the stalled rank
+  // instead of waiting for it as the default 1800 s would. As
   // in Deadline.AStalledRankIsNamedAndNobodyWaitsForever, a waiting rank
   // gives up within 2 * timeout + 1 s of reaching the step; the stall is
   // longer by a margin for a slow start (4 ranks on 2 cores). Last: after a
-  // timeout the saver's communicator is unusable (see README, Deadlines).
+  // timeout the save's communicator is unusable (see README, Deadlines).
   constexpr double kTimeout = 1;
   constexpr double kStall = 2 * kTimeout + 1 + 6;
   ::setenv("H5DCP_INJECT_FAULT", ("save:plan@" + std::to_string(stalled) + "~" + std::to_string(kStall)).c_str(), 1);
-  SaveOptions options;
+  auto options = test::staging_of(1 << 20);
   options.timeout_seconds = kTimeout;
   const auto started = std::chrono::steady_clock::now();
   try {
-    saver.save(training_state(rank, test::world_size(), 13), dir.file("t.h5"), options).get();
+    async_save(training_state(rank, test::world_size(), 13), dir.file("t.h5"), options).get();
     ADD_FAILURE() << "expected a CheckpointError on rank " << rank;
   } catch (const CheckpointError& e) {
     EXPECT_EQ(e.step(), "save:plan") << e.what();
@@ -155,16 +215,18 @@ TEST(AsyncSave, ASavesOwnTimeoutReplacesTheSaversForThatSave) {
   expect_checkpoint_holds(dir.file("t.h5"), 12);  // the older checkpoint is intact
 }
 
-TEST(AsyncSave, ShutdownWithASaveInFlightFinishesIt) {
+TEST_F(AsyncSave, FinishingWithASaveInFlightCompletesIt) {
   test::TempDir dir;
-  {
-    AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{4096});
-    saver.save(training_state(test::world_rank(), test::world_size(), 9), dir.file("late.h5"));
-  }  // destroyed with the save in flight: it completes first
+  auto future = async_save(training_state(test::world_rank(), test::world_size(), 9), dir.file("late.h5"),
+                           test::staging_of(4096));
+  finish_async_saves();  // with the save in flight: it completes first
+  EXPECT_EQ(future.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(future.get().metadata.world_size, test::world_size());
+  EXPECT_EQ(last_async_save_stats().staging_bytes, 0);  // the staging memory is freed
   expect_checkpoint_holds(dir.file("late.h5"), 9);
 }
 
-TEST(AsyncSave, TheConvenienceFunctionAndLoadsInterleave) {
+TEST_F(AsyncSave, LoadsInterleaveWithSavesInFlight) {
   test::TempDir dir;
   auto f1 = async_save(training_state(test::world_rank(), test::world_size(), 10), dir.file("x.h5"));
   // A load right away waits for the save in flight (one thread in HDF5).
@@ -174,7 +236,6 @@ TEST(AsyncSave, TheConvenienceFunctionAndLoadsInterleave) {
   expect_checkpoint_holds(dir.file("x.h5"), 10);  // while y.h5 may still be writing
   f2.get();
   expect_checkpoint_holds(dir.file("y.h5"), 11);
-  finish_async_saves();
 }
 
 }  // namespace

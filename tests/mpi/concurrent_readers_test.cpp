@@ -90,15 +90,14 @@ TEST(ConcurrentReaders, ReadAnOldCheckpointWhileAsyncSavesRun) {
     }
   });
 
-  AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{1 << 16});
   constexpr std::int64_t kSaves = 12;
-  std::vector<std::future<SaveResult>> futures;
+  std::vector<SaveFuture> futures;
   for (std::int64_t seed = 1; seed <= kSaves; ++seed) {
     auto state = new_state(rank, size, seed);
-    futures.push_back(saver.save(state, dir.file("new" + std::to_string(seed % 2) + ".h5")));
+    futures.push_back(async_save(state, dir.file("new" + std::to_string(seed % 2) + ".h5"), test::staging_of(1 << 16)));
   }
   for (auto& f : futures) EXPECT_EQ(f.get().metadata.world_size, size);
-  saver.wait();
+  finish_async_saves();
   saving = false;
   reader.join();
 

@@ -107,10 +107,8 @@ TEST(Integrity, AsyncAndSyncSavesStoreTheSameChecksums) {
   const int rank = test::world_rank();
   const int size = test::world_size();
   save(state(rank, size), dir.file("sync.h5"));
-  {
-    AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{64 * 1024});  // pieces smaller than slabs
-    saver.save(state(rank, size), dir.file("async.h5")).get();
-  }
+  // Pieces smaller than slabs: the shard streams through 64 KiB.
+  async_save(state(rank, size), dir.file("async.h5"), test::staging_of(64 * 1024)).get();
   if (rank == 0) {
     auto digests = [](const std::string& file) {
       const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -152,8 +150,7 @@ TEST(Integrity, EarlyWritebackKeepsEveryByte) {
       const auto path = dir.file(std::string(async ? "async-" : "") + (rows ? "rows.h5" : "columns.h5"));
       StateDict sd{{"w", test::grid_shards(full, rows ? size : 1, rows ? 1 : size, rank, size)}};
       if (async) {
-        AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{1 << 20});  // 1 MiB pieces
-        saver.save(sd, path).get();
+        async_save(sd, path, test::staging_of(1 << 20)).get();  // streamed in pieces of 512 KiB
       } else {
         save(sd, path);
       }
@@ -181,8 +178,7 @@ TEST(Integrity, AShortWriteIsCaughtOnLoadAndByVerify) {
     {
       InjectFault fault("save:write@" + std::to_string(writer) + "!short");
       if (async) {
-        AsyncSaver saver(MPI_COMM_WORLD, AsyncOptions{256 * 1024});
-        saver.save(state(rank, size), path).get();
+        async_save(state(rank, size), path, test::staging_of(256 * 1024)).get();
       } else {
         save(state(rank, size), path);
       }

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "h5dcp/async_save.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/sharded_tensor.hpp"
 
@@ -78,5 +79,12 @@ CheckpointError expect_checkpoint_error(Fn&& fn) {
 
 /// Zero-filled shards with the same layout as `like`.
 ShardedTensor zeros_like(const ShardedTensor& like);
+
+/// Async save options with `bytes` of staging memory.
+inline AsyncSaveOptions staging_of(std::int64_t bytes) {
+  AsyncSaveOptions options;
+  options.staging_bytes = bytes;
+  return options;
+}
 
 }  // namespace h5dcp::test

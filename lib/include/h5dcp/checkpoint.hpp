@@ -57,8 +57,10 @@ LoadResult load(StateDict& state_dict, const std::string& path, const LoadOption
 StateDict load_all(const std::string& path, const LoadAllOptions& options = {}, MPI_Comm comm = MPI_COMM_WORLD);
 
 /// Reads a checkpoint's metadata: the coordinator reads it once and shares
-/// it. Collective. Throws CheckpointError when the file is missing, not an
-/// h5dcp checkpoint, damaged, or written by a newer major format version.
-Metadata read_metadata(const std::string& path, int coordinator = 0, MPI_Comm comm = MPI_COMM_WORLD);
+/// it (only it needs to see the file). Collective. Throws CheckpointError
+/// when the file is missing, not an h5dcp checkpoint, damaged, or written
+/// by a newer major format version.
+Metadata read_metadata(const std::string& path, const ReadMetadataOptions& options = {},
+                       MPI_Comm comm = MPI_COMM_WORLD);
 
 }  // namespace h5dcp

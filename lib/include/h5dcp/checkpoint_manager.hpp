@@ -75,7 +75,6 @@ struct Retention {
 
 struct ManagerOptions {
   int coordinator = 0;  ///< rank that lists the directory, writes `latest` and removes old checkpoints
-  AsyncOptions async;   ///< the staging memory of the manager's async saves (allocated on the first one)
 };
 
 /// A checkpoint of the directory.
@@ -130,14 +129,17 @@ class CheckpointManager {
   /// checkpoints are then untouched. `step` must be >= 0 (UsageError).
   SaveResult save(std::int64_t step, const StateDict& state, const SaveOptions& options = {});
 
-  /// Starts an async save of `state` as step `step` (AsyncSaver: returns
-  /// once this rank's tensors are staged; they may change afterwards). A
+  /// Starts an async save of `state` as step `step` (as h5dcp::async_save:
+  /// returns once this rank's tensors are staged; they may change
+  /// afterwards). The manager has its own staging memory
+  /// (options.staging_bytes), allocated by its first async save and freed
+  /// with the manager; options.coordinator is replaced by the manager's. A
   /// save still in flight is first waited for and published, and its
   /// failure thrown here. `latest` and retention are updated when the save
   /// is done: by poll(), wait(), the next save or the destructor.
   /// Collective. Needs MPI_THREAD_MULTIPLE (UsageError otherwise). The
   /// returned future holds this save's result or CheckpointError.
-  std::shared_future<SaveResult> async_save(std::int64_t step, const StateDict& state, const SaveOptions& options = {});
+  SaveFuture async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options = {});
 
   /// When the async save in flight has finished: the coordinator points
   /// `latest` at it and applies retention. Never blocks on the save and

@@ -51,6 +51,11 @@ struct LoadResult {
   std::vector<std::string> unexpected_keys;  ///< in the checkpoint, not requested by this rank (ignored)
 };
 
+struct ReadMetadataOptions {
+  int coordinator = 0;         ///< rank that reads the file once and shares what it read
+  double timeout_seconds = 0;  ///< as SaveOptions::timeout_seconds
+};
+
 /// How load_all lays out the tensors it creates.
 enum class LoadLayout {
   Whole,        ///< every rank gets every tensor whole, as a plain tensor

@@ -47,6 +47,12 @@ class CheckpointSession {
   /// goes to (likewise).
   void require_directory_everywhere() const;
 
+  /// An async save hands its session to its background thread, which
+  /// finishes the save and destroys the session there (giving the gate
+  /// back); the caller's thread may take the gate again meanwhile (and waits
+  /// for it).
+  void hand_over() noexcept { access_.hand_over(); }
+
  private:
   Hdf5Access access_;
   Comm comm_;

@@ -118,9 +118,9 @@ StateValue empty_tensor_for(const TensorStorageMetadata& storage, LoadLayout lay
 
 }  // namespace
 
-Metadata read_metadata(const std::string& path, int coordinator, MPI_Comm comm) {
+Metadata read_metadata(const std::string& path, const ReadMetadataOptions& options, MPI_Comm comm) {
   // Only the coordinator reads: no rank needs to see the file but it.
-  detail::CheckpointSession session(comm, coordinator, "read_metadata", path, 0);
+  detail::CheckpointSession session(comm, options.coordinator, "read_metadata", path, options.timeout_seconds);
   return share_index(session.comm(), path).metadata;
 }
 

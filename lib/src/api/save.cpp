@@ -9,7 +9,7 @@
 #include "base/fault_injection.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
-#include "plan/chunk_geometry.hpp"
+#include "plan/block_writes.hpp"
 #include "torch/host_bytes.hpp"
 
 namespace h5dcp {
@@ -35,14 +35,11 @@ SaveResult save(const StateDict& state_dict, const std::string& path, const Save
       // the collective writes and reports it at the end of the step.
       detail::fault_point("save:block", c.rank());
       auto bytes = detail::host_bytes(detail::resolve_block(planner, tensor, chunk));
-      // Checksummed now, from the bytes about to be written.
+      // Checksummed now, from the bytes about to be written, in the slabs
+      // the plan cuts the block into.
       const auto t = static_cast<std::size_t>(&tensor - plan.tensors.data());
       const auto k = static_cast<std::size_t>(&chunk - tensor.chunks.data());
-      auto hasher = detail::chunk_hasher(plan, t, k);
-      hasher.update(bytes.get(),
-                    detail::volume(chunk.chunk.sizes) * static_cast<std::int64_t>(dtype_size(tensor.dtype)));
-      checksums.push_back({static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(k),
-                           detail::chunk_slab_rows(plan, t, k), hasher.digests()});
+      checksums.push_back(detail::checksum_block(detail::block_write(plan, t, k), bytes.get()));
       return bytes;
     });
     return checksums;

@@ -35,19 +35,6 @@ GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict
   return decode_global_save_plan(global);
 }
 
-std::int64_t chunk_slab_rows(const GlobalSavePlan& plan, std::size_t tensor, std::size_t chunk) {
-  const auto& t = plan.tensors.at(tensor);
-  const auto element = static_cast<std::int64_t>(dtype_size(t.dtype));
-  return checksum_slab_rows(t.chunks.at(chunk).chunk, element, volume(t.global_shape) * element);
-}
-
-SlabHasher chunk_hasher(const GlobalSavePlan& plan, std::size_t tensor, std::size_t chunk) {
-  const auto& t = plan.tensors.at(tensor);
-  const auto element = static_cast<std::int64_t>(dtype_size(t.dtype));
-  return SlabHasher(
-      slab_bytes(checksum_slabs(t.chunks.at(chunk).chunk, chunk_slab_rows(plan, tensor, chunk)), element));
-}
-
 namespace {
 
 // Every rank's chunk checksums, arranged per tensor in chunk order.

@@ -14,11 +14,11 @@
 #include <functional>
 #include <string>
 
-#include "base/checksum.hpp"
 #include "comm/comm.hpp"
 #include "h5dcp/options.hpp"
 #include "h5dcp/planner.hpp"
 #include "hdf5/container_writer.hpp"
+#include "plan/checksum_layout.hpp"
 
 namespace h5dcp::detail {
 
@@ -32,12 +32,6 @@ GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict
 /// sync -> commit, with the cleanup on failure. Collective.
 void write_and_publish(const Comm& comm, const GlobalSavePlan& plan, const std::string& path,
                        const std::function<std::vector<ChunkChecksums>(ContainerWriter&)>& write);
-
-/// A hasher for chunk `chunk` of tensor `tensor` of the plan (its slabs).
-SlabHasher chunk_hasher(const GlobalSavePlan& plan, std::size_t tensor, std::size_t chunk);
-
-/// Rows per checksum slab of chunk `chunk` of tensor `tensor`.
-std::int64_t chunk_slab_rows(const GlobalSavePlan& plan, std::size_t tensor, std::size_t chunk);
 
 /// The tensor the planner resolves for a block, checked against the plan
 /// (shape and dtype); throws UsageError naming the block.

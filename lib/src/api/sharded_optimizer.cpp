@@ -18,11 +18,11 @@ namespace h5dcp {
 StateDict load_sharded_optimizer_state_dict(const StateDict& model_state_dict, const std::string& optimizer_key,
                                             const std::string& path, MPI_Comm dp_comm, const LoadOptions& options,
                                             MPI_Comm comm) {
-  const auto metadata = read_metadata(path, options.coordinator, comm);
+  const auto metadata = read_metadata(path, {options.coordinator, options.timeout_seconds}, comm);
   const int rank = detail::rank_of(comm);
   const int world = detail::size_of(comm);
   const int dp_rank = detail::rank_of(dp_comm);
-  const int dp_world = dp_comm == MPI_COMM_NULL ? 1 : detail::size_of(dp_comm);
+  const int dp_world = detail::size_of(dp_comm);  // 1 for MPI_COMM_NULL
 
   // fqn (in the file) -> where this rank's tensor-parallel block starts.
   std::map<std::string, Shape> translations;

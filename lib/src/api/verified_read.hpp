@@ -11,9 +11,10 @@
 namespace h5dcp::detail {
 
 /// Reads `item` into `block` (the destination block, any device, strides or
-/// dtype) and verifies every checksum slab it touches: slabs are read whole
-/// (a resharded read reads the rest of a partly wanted slab too) and checked
-/// before their part is copied out. Throws FormatError naming the tensor,
+/// dtype) and verifies every checksum slab it touches, as
+/// plan/slab_reads.hpp lays out: slabs are read whole (a resharded read
+/// reads the rest of a partly wanted slab too) and checked before their
+/// part is copied out. Throws FormatError naming the tensor,
 /// the saved chunk and the slab on a mismatch. Not collective.
 void read_verified(ContainerReader& reader, const ReadItem& item, const at::Tensor& block,
                    const TensorStorageMetadata& storage, const TensorChecksums& checksums);

@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/exception_text.hpp"
 #include "base/fault_injection.hpp"
@@ -15,6 +17,37 @@
 
 namespace h5dcp::detail {
 namespace {
+
+// Communicators whose exchange timed out, kept until MPI_Finalize (see
+// Comm::release).
+std::mutex retired_mutex;
+std::vector<MPI_Comm>& retired_comms() {
+  static std::vector<MPI_Comm> comms;
+  return comms;
+}
+
+// MPI_Finalize deletes MPI_COMM_SELF's attributes first, while MPI still
+// works: the one hook MPI gives for freeing what must live until the end.
+int free_retired_comms(MPI_Comm, int, void*, void*) {
+  std::lock_guard<std::mutex> lock(retired_mutex);
+  for (auto& comm : retired_comms()) MPI_Comm_free(&comm);
+  retired_comms().clear();
+  return MPI_SUCCESS;
+}
+
+void retire_until_finalize(MPI_Comm comm) noexcept {
+  std::lock_guard<std::mutex> lock(retired_mutex);
+  static const bool hooked = [] {
+    int keyval = MPI_KEYVAL_INVALID;
+    return MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_retired_comms, &keyval, nullptr) == MPI_SUCCESS &&
+           MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr) == MPI_SUCCESS;
+  }();
+  (void)hooked;  // without the hook the communicator is only never freed
+  try {
+    retired_comms().push_back(comm);
+  } catch (...) {
+  }
+}
 
 int checked_count(std::size_t n) {
   if (n > static_cast<std::size_t>(INT_MAX))
@@ -99,6 +132,15 @@ Comm& Comm::operator=(Comm&& other) noexcept {
 Comm::~Comm() { release(); }
 
 void Comm::release() noexcept {
+  // A communicator whose exchange timed out still has messages in flight
+  // (a late rank's part of the abandoned step): freeing it now would let
+  // the next duplicate reuse its context id and receive them (a later
+  // save or load then hangs). It is freed when MPI finalizes instead.
+  if (timed_out_ && comm_ != MPI_COMM_NULL && mpi_is_active()) {
+    retire_until_finalize(comm_);
+    comm_ = MPI_COMM_NULL;
+    return;
+  }
   // Only our own duplicate is ever freed; after MPI_Finalize nothing may be.
   if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && mpi_is_active())
     MPI_Comm_free(&comm_);

@@ -3,7 +3,7 @@
 // removal of orphaned partial files.
 //
 // Who does what: every rank takes part in the saves and loads (h5dcp::save,
-// the AsyncSaver, h5dcp::read_metadata, h5dcp::load); only the coordinator
+// the async save engine, h5dcp::read_metadata, h5dcp::load); only the coordinator
 // touches the directory itself (listing, `latest`, retention, orphans) and
 // shares what it saw or what failed through the exception-robust steps of
 // detail::Comm, so a failure there is still the same CheckpointError on
@@ -26,6 +26,7 @@
 #include <string_view>
 #include <utility>
 
+#include "api/async_save_engine.hpp"
 #include "base/byte_codec.hpp"
 #include "base/exception_text.hpp"
 #include "comm/comm.hpp"
@@ -286,11 +287,11 @@ struct CheckpointManager::Impl {
   MPI_Comm user_comm;
   detail::Comm comm;
   ManagerOptions options;
-  std::unique_ptr<AsyncSaver> saver;
+  detail::AsyncSaveSlot saver;  // its own engine: staging freed with the manager
 
   struct InFlight {
     std::int64_t step;
-    std::shared_future<SaveResult> future;
+    SaveFuture future;
   };
   std::optional<InFlight> in_flight;
   // The last async save, once finished, until wait() reports it.
@@ -351,8 +352,8 @@ CheckpointManager::~CheckpointManager() {
     if (!impl.publish_failure.empty())
       std::fprintf(stderr, "h5dcp: checkpoint manager: %s\n", impl.publish_failure.c_str());
   }
-  impl.saver.reset();  // waits for nothing: no save is in flight any more
-  impl.lock.reset();   // the directory is free for the next manager
+  impl.saver.finish();  // waits for nothing: no save is in flight any more
+  impl.lock.reset();    // the directory is free for the next manager
 }
 
 std::string CheckpointManager::path_for(std::int64_t step) const { return directory_ + "/" + file_name_for(step); }
@@ -424,15 +425,13 @@ SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, co
   return result;
 }
 
-std::shared_future<SaveResult> CheckpointManager::async_save(std::int64_t step, const StateDict& state,
-                                                             const SaveOptions& options) {
+SaveFuture CheckpointManager::async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options) {
   auto& impl = *impl_;
   if (step < 0) throw UsageError("h5dcp: checkpoint steps must be >= 0, not " + std::to_string(step));
   wait();
-  if (!impl.saver) impl.saver = std::make_unique<AsyncSaver>(impl.user_comm, impl.options.async);
   auto o = options;
   o.coordinator = impl.options.coordinator;
-  auto future = impl.saver->save(state, path_for(step), o).share();
+  auto future = impl.saver.save(state, path_for(step), o, impl.user_comm);
   impl.in_flight = Impl::InFlight{step, future};
   return future;
 }
@@ -468,7 +467,7 @@ std::optional<CheckpointInfo> CheckpointManager::latest() {
   for (auto it = ascending.rbegin(); it != ascending.rend(); ++it) {
     const auto path = path_for(*it);
     try {
-      read_metadata(path, impl.options.coordinator, impl.user_comm);
+      read_metadata(path, {impl.options.coordinator}, impl.user_comm);
     } catch (const Error& e) {
       scan_.skipped.push_back(SkippedCheckpoint{*it, path, e.what()});
       if (impl.comm.is_coordinator())

@@ -1,0 +1,370 @@
+// The async save engine: plan and stage in the caller's thread, write in the
+// background.
+
+#include "api/async_save_engine.hpp"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <torch/cuda.h>  // declarations only: device_count() is 0 without CUDA or without a GPU
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "api/checkpoint_session.hpp"
+#include "api/save_steps.hpp"
+#include "api/stateful_expansion.hpp"
+#include "base/fault_injection.hpp"
+#include "comm/plain_calls.hpp"
+#include "h5dcp/error.hpp"
+#include "plan/block_writes.hpp"
+#include "storage/staging_ring.hpp"
+#include "torch/dtype_mapping.hpp"
+
+namespace h5dcp::detail {
+namespace {
+
+// A piece the caller staged, or the failure that stopped staging.
+struct Staged {
+  std::int64_t offset = 0;
+  std::exception_ptr failure;
+};
+
+struct Job {
+  // Declared first, destroyed last: the HDF5 gate and the communicator stay
+  // until everything else of the save is gone.
+  std::unique_ptr<CheckpointSession> session;
+  GlobalSavePlan plan;
+  std::string path;
+  IoMode io_mode = IoMode::Collective;
+  std::vector<BlockWrite> blocks;    // this rank's, in plan order
+  std::vector<StagingPiece> pieces;  // the blocks, as staged
+  // Every rank stages its blocks whole and at once (the plan says so to all
+  // ranks alike): the background then writes them like save() does, in
+  // io_mode. Otherwise blocks stream through staging, written independently.
+  bool whole_blocks = false;
+  bool fits_staging = false;  // this rank's pieces all fit the staging memory at once
+  std::promise<SaveResult> promise;
+};
+
+at::TensorOptions staging_options() {
+  auto options = at::TensorOptions().dtype(at::kByte);
+  // Pinned memory speeds device-to-host copies. It needs a GPU, not only a
+  // LibTorch built with CUDA: on a machine without one (a CUDA build on a
+  // login node, CI) cudaHostAlloc fails, so ask for it only when a device is
+  // there, and use pageable memory otherwise.
+  return torch::cuda::device_count() > 0 ? options.pinned_memory(true) : options;
+}
+
+// Whether every rank's blocks, staged whole one after another, fit `ring`
+// at once. Every rank computes the same answer from the global plan.
+bool every_rank_fits_whole(const GlobalSavePlan& plan, const StagingRing& ring) {
+  for (int rank = 0; rank < plan.world_size; ++rank) {
+    std::vector<std::int64_t> sizes;
+    for (const auto& block : blocks_written_by(plan, rank))
+      if (block.bytes > 0) sizes.push_back(block.bytes);
+    if (!ring.fits_at_once(sizes)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+struct AsyncSaveEngine::Impl {
+  StagingRing ring;
+  at::Tensor staging;  // the staging memory, allocated once
+  AsyncStats stats;
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::unique_ptr<Job> job;   // the save in flight
+  bool busy = false;          // a job exists and is not finished
+  bool staging_done = true;   // the caller finished staging the job
+  std::deque<Staged> staged;  // pieces staged, not yet written
+  bool stop = false;
+  std::thread worker;
+
+  explicit Impl(std::int64_t staging_bytes) : ring(staging_bytes) {
+    staging = at::empty({staging_bytes}, staging_options());
+    staging.zero_();  // touch every page now, not during a save
+    stats.staging_bytes = staging_bytes;
+    worker = std::thread([this] { run(); });
+  }
+
+  ~Impl() {
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock, [this] { return !busy; });
+      stop = true;
+    }
+    changed.notify_all();
+    worker.join();
+  }
+
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [this] { return !busy; });
+  }
+
+  void wait_staging_done() {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [this] { return staging_done; });
+  }
+
+  void push(Staged s) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      staged.push_back(std::move(s));
+    }
+    changed.notify_all();
+  }
+
+  Staged pop() {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [this] { return !staged.empty(); });
+    auto s = std::move(staged.front());
+    staged.pop_front();
+    return s;
+  }
+
+  char* staged_at(std::int64_t offset) const { return static_cast<char*>(staging.data_ptr()) + offset; }
+
+  // The background thread: one job at a time, every HDF5 call of it.
+  void run() {
+    while (true) {
+      Job* current = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        changed.wait(lock, [this] { return stop || (busy && job); });
+        if (stop) return;
+        current = job.get();
+      }
+      write_job(*current);
+      {
+        // The caller may still be staging (after a failure it stops at the
+        // next piece): the ring is reset only once it is done.
+        std::unique_lock<std::mutex> lock(mutex);
+        changed.wait(lock, [this] { return staging_done; });
+        ring.reset();
+        staged.clear();
+        job.reset();  // frees the communicator, gives the HDF5 gate back
+        busy = false;
+      }
+      changed.notify_all();
+    }
+  }
+
+  void write_job(Job& j) {
+    try {
+      const auto& comm = j.session->comm();
+      write_and_publish(comm, j.plan, j.path, [&](ContainerWriter& writer) {
+        return j.whole_blocks ? write_whole(j, writer) : write_streamed(j, writer);
+      });
+      j.promise.set_value(save_result_of(j.plan));
+    } catch (...) {
+      ring.abort();  // a caller still staging stops
+      j.promise.set_exception(std::current_exception());
+    }
+  }
+
+  // Every block is staged whole: written like save() writes, once the caller
+  // is done (so its copy, the time it is blocked, does not compete with the
+  // write for cores and memory bandwidth).
+  std::vector<ChunkChecksums> write_whole(Job& j, ContainerWriter& writer) {
+    wait_staging_done();
+    std::map<std::pair<std::size_t, std::size_t>, std::size_t> block_of;
+    for (std::size_t b = 0; b < j.blocks.size(); ++b) block_of[{j.blocks[b].tensor, j.blocks[b].chunk}] = b;
+    std::vector<std::int64_t> offset_of(j.blocks.size(), -1);
+    std::exception_ptr failure;
+    for (const auto& piece : j.pieces) {
+      auto s = pop();
+      if (s.failure) {
+        failure = s.failure;
+        break;  // staging stopped here
+      }
+      offset_of[piece.block] = s.offset;
+    }
+    std::vector<ChunkChecksums> checksums;
+    // A rank whose staging failed still takes part in every collective
+    // write, with nothing to write: the writer reports the failure after.
+    writer.write(j.session->comm().rank(), j.io_mode, [&](const PlannedTensor& tensor, const PlannedChunk& chunk) {
+      if (failure) std::rethrow_exception(failure);
+      const auto t = static_cast<std::size_t>(&tensor - j.plan.tensors.data());
+      const auto k = static_cast<std::size_t>(&chunk - tensor.chunks.data());
+      const auto b = block_of.at({t, k});
+      const char* bytes = staged_at(offset_of[b]);
+      // Checksummed here, from the staged bytes about to be written.
+      checksums.push_back(checksum_block(j.blocks[b], bytes));
+      return std::shared_ptr<const void>(bytes, [](const void*) {});
+    });
+    return checksums;
+  }
+
+  // Pieces stream through the staging memory: each is written (independent
+  // I/O) as soon as it is staged, and its room given back.
+  std::vector<ChunkChecksums> write_streamed(Job& j, ContainerWriter& writer) {
+    // When the staging memory holds the whole shard there is nothing to
+    // pipeline: writing only once the caller is done keeps its copy from
+    // competing with the write.
+    if (j.fits_staging) wait_staging_done();
+    std::optional<SlabHasher> hasher;
+    std::vector<ChunkChecksums> checksums;
+    for (std::size_t i = 0; i < j.pieces.size(); ++i) {
+      const auto& piece = j.pieces[i];
+      const auto& block = j.blocks[piece.block];
+      const auto s = pop();
+      if (s.failure) std::rethrow_exception(s.failure);
+      const char* bytes = staged_at(s.offset);
+      // Checksummed here (off the caller's critical path), block by block.
+      if (i == 0 || j.pieces[i - 1].block != piece.block) hasher.emplace(block_hasher(block));
+      hasher->update(bytes, piece.bytes);
+      if (i + 1 == j.pieces.size() || j.pieces[i + 1].block != piece.block)
+        checksums.push_back(block_checksums(block, *hasher));
+      writer.write_block(block.tensor, piece.box, bytes);
+      ring.release_oldest();
+    }
+    writer.write_values(j.session->comm().rank());
+    return checksums;
+  }
+
+  // The caller's part: copy every piece into the staging memory, in order.
+  void stage(Job& j, SavePlanner& planner) {
+    const int rank = j.session->comm().rank();
+    for (const auto& piece : j.pieces) {
+      try {
+        fault_point("async:stage", rank);
+        const auto& block = j.blocks[piece.block];
+        const auto& t = j.plan.tensors[block.tensor];
+        const auto& chunk = t.chunks[block.chunk];
+        auto source = resolve_block(planner, t, chunk);
+        for (std::size_t d = 0; d < piece.box.sizes.size(); ++d)
+          source = source.narrow(static_cast<std::int64_t>(d), piece.box.offsets[d] - chunk.chunk.offsets[d],
+                                 piece.box.sizes[d]);
+        const auto offset = ring.reserve(piece.bytes);
+        if (!offset) return;  // the background failed: the future says why
+        auto target =
+            at::from_blob(staged_at(*offset), piece.box.sizes, at::TensorOptions().dtype(to_scalar_type(t.dtype)));
+        target.copy_(source);
+        stats.staged_bytes += piece.bytes;
+        push(Staged{*offset, nullptr});
+      } catch (...) {
+        push(Staged{0, std::current_exception()});
+        return;
+      }
+    }
+  }
+};
+
+AsyncSaveEngine::AsyncSaveEngine(std::int64_t staging_bytes) : impl_(std::make_unique<Impl>(staging_bytes)) {}
+
+AsyncSaveEngine::~AsyncSaveEngine() = default;
+
+std::int64_t AsyncSaveEngine::staging_bytes() const noexcept { return impl_->ring.capacity(); }
+
+void AsyncSaveEngine::wait_idle() { impl_->wait_idle(); }
+
+AsyncStats AsyncSaveEngine::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->stats;
+}
+
+SaveFuture AsyncSaveEngine::start(std::unique_ptr<CheckpointSession> session, const StateDict& state_dict,
+                                  const std::string& path, const SaveOptions& options,
+                                  std::chrono::steady_clock::time_point started) {
+  auto& impl = *impl_;
+  const auto& comm = session->comm();
+  DefaultSavePlanner default_planner;
+  SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
+  auto job = std::make_unique<Job>();
+  StateDict expanded;
+  const bool expand = has_stateful(state_dict);
+  job->plan = plan_save(comm, planner, expand ? expanded : state_dict, path, [&] {
+    if (expand) expanded = expand_for_save(state_dict);
+  });
+  job->path = path;
+  job->io_mode = options.io_mode;
+  job->blocks = blocks_written_by(job->plan, comm.rank());
+  job->whole_blocks = every_rank_fits_whole(job->plan, impl.ring);
+  // Streamed pieces are at most half the staging memory, so one can be
+  // written while the next is copied.
+  const auto piece_limit =
+      job->whole_blocks ? impl.ring.capacity() : std::max<std::int64_t>(impl.ring.capacity() / 2, 64);
+  job->pieces = staging_pieces(job->plan, job->blocks, piece_limit);
+  std::vector<std::int64_t> piece_bytes;
+  for (const auto& p : job->pieces) piece_bytes.push_back(p.bytes);
+  job->fits_staging = impl.ring.fits_at_once(piece_bytes);
+  auto future = job->promise.get_future().share();
+  // The session (its HDF5 gate, taken in the same collective order on every
+  // rank) now belongs to the job: the background thread gives it back.
+  session->hand_over();
+  job->session = std::move(session);
+  Job& running = *job;
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    impl.stats.staged_bytes = 0;
+    impl.staging_done = false;
+    impl.job = std::move(job);
+    impl.busy = true;
+  }
+  impl.changed.notify_all();
+  impl.stage(running, planner);
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    impl.staging_done = true;
+    impl.stats.blocking_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+  impl.changed.notify_all();
+  return future;
+}
+
+// --- the slot ------------------------------------------------------------------
+
+SaveFuture AsyncSaveSlot::save(const StateDict& state_dict, const std::string& path, const AsyncSaveOptions& options,
+                               MPI_Comm comm) {
+  std::lock_guard<std::recursive_mutex> lock(callers_);
+  const auto started = std::chrono::steady_clock::now();
+  if (engine_) engine_->wait_idle();
+  require_thread_multiple("async saves");
+  auto session = std::make_unique<CheckpointSession>(
+      comm, options.coordinator, "async_save", path, options.timeout_seconds,
+      std::vector<Setting>{{"io_mode", io_mode_text(options.io_mode)},
+                           {"staging_bytes", std::to_string(options.staging_bytes)}});
+  // Agreed above, so every rank refuses alike.
+  if (options.staging_bytes < 4096)
+    throw UsageError("h5dcp: AsyncSaveOptions::staging_bytes must be at least 4096, not " +
+                     std::to_string(options.staging_bytes));
+  session->require_directory_everywhere();
+  // Made (or remade for a new size) in a collective step, so that a rank
+  // that cannot allocate its staging memory fails the save on every rank.
+  session->comm().all_gather("async_save:staging", [&] {
+    if (!engine_ || engine_->staging_bytes() != options.staging_bytes) {
+      engine_.reset();
+      engine_ = std::make_unique<AsyncSaveEngine>(options.staging_bytes);
+      ++allocations_;
+    }
+    return Bytes();
+  });
+  return engine_->start(std::move(session), state_dict, path, options, started);
+}
+
+void AsyncSaveSlot::wait() {
+  std::lock_guard<std::recursive_mutex> lock(callers_);
+  if (engine_) engine_->wait_idle();
+}
+
+void AsyncSaveSlot::finish() noexcept {
+  std::lock_guard<std::recursive_mutex> lock(callers_);
+  engine_.reset();
+  allocations_ = 0;
+}
+
+AsyncStats AsyncSaveSlot::stats() const {
+  std::lock_guard<std::recursive_mutex> lock(callers_);
+  auto stats = engine_ ? engine_->stats() : AsyncStats{};
+  stats.staging_allocations = allocations_;
+  return stats;
+}
+
+}  // namespace h5dcp::detail
