@@ -14,6 +14,7 @@
 #include <ATen/ops/empty.h>
 
 #include <optional>
+#include <utility>
 
 #include "api/checkpoint_session.hpp"
 #include "api/stateful_expansion.hpp"
@@ -43,7 +44,7 @@ detail::CheckpointIndex share_index(const detail::Comm& comm, const std::string&
 // Reads one block into `block`: straight into its memory when it is a
 // contiguous CPU tensor of the stored dtype, through a host buffer otherwise
 // (other device, strides, or a dtype to convert to).
-void read_into(detail::ContainerReader& reader, const ReadItem& item, at::Tensor block) {
+void read_into(detail::ContainerReader& reader, const ReadItem& item, const at::Tensor& block) {
   const ChunkStorageMetadata box{item.storage_offsets, item.lengths};
   const auto stored = detail::to_scalar_type(item.dtype);
   if (block.device().is_cpu() && block.is_contiguous() && block.scalar_type() == stored) {
@@ -91,8 +92,8 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
       return Bytes();
     });
     c.all_gather("load:close", [&] {
-      auto closing = std::move(reader);
-      reader.reset();
+      // Taken out of `reader` first, so a failing close is not retried below.
+      auto closing = std::exchange(reader, std::nullopt);
       closing->close();
       return Bytes();
     });

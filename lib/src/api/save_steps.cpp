@@ -1,6 +1,7 @@
 #include "api/save_steps.hpp"
 
 #include <optional>
+#include <utility>
 
 #include "base/fault_injection.hpp"
 #include "h5dcp/error.hpp"
@@ -21,8 +22,9 @@ GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict
         planner.set_up(state_dict, comm.is_coordinator());
         return encode(planner.create_local_plan());
       },
-      [&](std::vector<Bytes> locals) {
+      [&](const std::vector<Bytes>& locals) {
         std::vector<SavePlan> plans;
+        plans.reserve(locals.size());
         for (const auto& l : locals) plans.push_back(decode_save_plan(l));
         auto plan = planner.create_global_plan(plans);
         plan.world_size = comm.size();
@@ -41,6 +43,7 @@ namespace {
 std::vector<TensorChecksums> assemble(const GlobalSavePlan& plan, const std::vector<Bytes>& per_rank) {
   std::vector<std::vector<const ChunkChecksums*>> found(plan.tensors.size());
   std::vector<std::vector<ChunkChecksums>> decoded;
+  decoded.reserve(per_rank.size());
   for (const auto& b : per_rank) decoded.push_back(decode_chunk_checksums(b));
   for (std::size_t t = 0; t < plan.tensors.size(); ++t) found[t].assign(plan.tensors[t].chunks.size(), nullptr);
   for (const auto& rank_checksums : decoded)
@@ -86,8 +89,7 @@ void write_and_publish(const Comm& c, const GlobalSavePlan& plan, const std::str
     });
     c.all_gather("save:sync", [&] {
       // Taken out of `writer` first, so a failing close is not retried below.
-      auto closing = std::move(writer);
-      writer.reset();
+      auto closing = std::exchange(writer, std::nullopt);
       closing->close();
       // Every rank syncs: on a parallel file system one client's fsync does
       // not flush another client's pages.

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <string>
 
+#include "h5dcp/device.hpp"
+
 namespace h5dcp::detail {
 
 /// The rank of this process in `comm`. Not collective.
@@ -27,14 +29,9 @@ void broadcast_raw_bytes(void* data, std::size_t bytes, int root, MPI_Comm comm)
 /// Not collective.
 void require_thread_multiple(const std::string& what);
 
-/// This rank's place on its node.
-struct NodePlacement {
-  std::string node;  ///< MPI's processor name (the host name without MPI)
-  int rank = 0;      ///< rank among the ranks of this node, in `comm` order
-  int size = 1;      ///< ranks of `comm` on this node
-};
-/// Where this rank runs (MPI_Comm_split_type on a duplicate of `comm`).
-/// Collective over `comm` when MPI is active.
-NodePlacement node_placement(MPI_Comm comm);
+/// Where this rank runs (h5dcp::node_local_rank's MPI calls:
+/// MPI_Comm_split_type on a duplicate of `comm`). Collective over `comm`
+/// when MPI is active.
+NodeLocalRank node_placement(MPI_Comm comm);
 
 }  // namespace h5dcp::detail

@@ -13,14 +13,7 @@
 
 namespace h5dcp {
 
-NodeLocalRank node_local_rank(MPI_Comm comm) {
-  const auto placement = detail::node_placement(comm);
-  NodeLocalRank local;
-  local.node = placement.node;
-  local.rank = placement.rank;
-  local.size = placement.size;
-  return local;
-}
+NodeLocalRank node_local_rank(MPI_Comm comm) { return detail::node_placement(comm); }
 
 std::vector<std::string> gather_device_descriptions(const DeviceAssignment& assignment, MPI_Comm comm) {
   const detail::Comm dup(comm);
@@ -33,12 +26,11 @@ DeviceAssignment assign_device(MPI_Comm comm) {
   DeviceAssignment assignment;
   const bool mpi = detail::mpi_is_active();
   const auto local = node_local_rank(comm);
-  if (mpi) {
-    assignment.rank = detail::rank_of(comm);
-    assignment.size = detail::size_of(comm);
-  }
+  assignment.rank = detail::rank_of(comm);  // 0 of 1 without MPI
+  assignment.size = detail::size_of(comm);
   assignment.node = local.node;
-  assignment.device_count = static_cast<int>(torch::cuda::device_count());
+  // A c10::DeviceIndex (signed char) that is never negative.
+  assignment.device_count = static_cast<int>(static_cast<unsigned char>(torch::cuda::device_count()));
   // Without MPI the launcher's variables (srun, mpiexec without MPI_Init)
   // know the local rank better than a single process can.
   assignment.choice = mpi ? choose_device(local.rank, local.size, assignment.device_count, current_environment())

@@ -67,7 +67,7 @@ c10::IValue apply_ivalue(const c10::IValue& value, const TensorFn& fn) {
     c10::List<at::Tensor> out;
     out.reserve(list.size());
     for (std::size_t i = 0; i < list.size(); ++i) {
-      const at::Tensor t = list.get(i);
+      const auto& t = list.get(i);
       out.push_back(t.defined() ? fn(t) : t);
     }
     return out;

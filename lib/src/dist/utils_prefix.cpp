@@ -23,6 +23,19 @@ std::string renamed(const std::string& key, std::string_view old_prefix, std::st
   return starts_with(key, old_prefix) ? std::string(new_prefix) + key.substr(old_prefix.size()) : key;
 }
 
+// Two keys would end up with one name: `moved` renamed onto `replaced`.
+[[noreturn]] void refuse_collision(const char* what, const std::string& moved, const std::string& name,
+                                   std::string_view old_prefix, std::string_view new_prefix,
+                                   const std::string& replaced) {
+  throw UsageError("h5dcp: renaming " + std::string(what) + " '" + moved + "' to '" + name + "' (prefix '" +
+                   std::string(old_prefix) + "' -> '" + std::string(new_prefix) + "') would replace '" + replaced +
+                   "'");
+}
+
+[[noreturn]] void refuse_merge(const std::string& fqn, const std::string& name) {
+  throw UsageError("h5dcp: renaming '" + fqn + "' to '" + name + "' would merge a list and a dict");
+}
+
 // The new name of each key, in order; throws before anything changes when two
 // keys would end up with one name. (Renamed keys cannot collide with each
 // other: they keep distinct rests after one prefix.)
@@ -38,9 +51,7 @@ std::vector<std::string> new_keys(const Keys& keys, std::string_view old_prefix,
     if (!fresh) {
       const auto& other = it->second;
       const auto& moved = other == name ? key : other;  // the one renamed onto the other
-      throw UsageError("h5dcp: renaming " + std::string(what) + " '" + moved + "' to '" + name + "' (prefix '" +
-                       std::string(old_prefix) + "' -> '" + std::string(new_prefix) + "') would replace '" +
-                       (moved == key ? other : key) + "'");
+      refuse_collision(what, moved, name, old_prefix, new_prefix, moved == key ? other : key);
     }
     result.push_back(std::move(name));
   }
@@ -105,8 +116,7 @@ void replace_fqn_prefix(StateDict& state_dict, std::string_view old_prefix, std:
   for (const auto& [fqn, kind] : flat.containers) {
     const auto name = renamed(fqn, old_prefix, new_prefix);
     const auto [it, fresh] = kinds.emplace(name, kind);
-    if (!fresh && it->second != kind)
-      throw UsageError("h5dcp: renaming '" + fqn + "' to '" + name + "' would merge a list and a dict");
+    if (!fresh && it->second != kind) refuse_merge(fqn, name);
     const auto child = fqn + "/";
     const auto leaf = flat.leaves.lower_bound(child);
     const auto sub = flat.containers.lower_bound(child);

@@ -140,6 +140,7 @@ class Sender {
       w.put_string(std::string_view(static_cast<const char*>(block.data_ptr()), static_cast<std::size_t>(p.bytes)));
     }
     std::vector<Bytes> payloads;
+    payloads.reserve(out.size());
     for (auto& w : out) payloads.push_back(w.take());
     return payloads;
   }
@@ -220,7 +221,7 @@ LoadResult load_torch_save_with_stats(StateDict& state_dict, const std::string& 
         }
         return encode_requests(requests);
       },
-      [&](std::vector<Bytes> all) {
+      [&](const std::vector<Bytes>& all) {
         ByteWriter w;
         w.put<std::int64_t>(sender->schedule(all, max_bytes));
         return w.take();
@@ -235,7 +236,7 @@ LoadResult load_torch_save_with_stats(StateDict& state_dict, const std::string& 
           if (!pending.empty()) throw Error(pending);
           return Bytes();
         },
-        [&](std::vector<Bytes>) { return sender->build(static_cast<std::size_t>(round), c.size()); });
+        [&](const std::vector<Bytes>&) { return sender->build(static_cast<std::size_t>(round), c.size()); });
     try {
       stats.bytes_received += receive(payload, *plan, blocks);
     } catch (const std::exception& e) {

@@ -202,7 +202,7 @@ class DirectoryLock {
     const auto n = ::pread(fd, text, sizeof text - 1, 0);
     std::string holder(text, n > 0 ? static_cast<std::size_t>(n) : 0);
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
-    if (holder.rfind("pid ", 0) == 0 && holder.find_first_of("\n") == std::string::npos) return holder;
+    if (holder.rfind("pid ", 0) == 0 && holder.find('\n') == std::string::npos) return holder;
     struct flock probe {};
     probe.l_type = F_WRLCK;
     probe.l_whence = SEEK_SET;
@@ -300,13 +300,13 @@ struct CheckpointManager::Impl {
   std::string publish_failure;          // the coordinator's only
   std::unique_ptr<DirectoryLock> lock;  // the coordinator's only
 
-  Impl(MPI_Comm c, ManagerOptions o) : user_comm(c), comm(c, o.coordinator), options(std::move(o)) {}
+  Impl(MPI_Comm c, const ManagerOptions& o) : user_comm(c), comm(c, o.coordinator), options(o) {}
 };
 
 CheckpointManager::CheckpointManager(std::string directory, Retention retention, MPI_Comm comm, ManagerOptions options)
     : directory_(std::move(directory)), retention_(retention) {
   while (directory_.size() > 1 && directory_.back() == '/') directory_.pop_back();
-  impl_ = std::make_unique<Impl>(comm, std::move(options));
+  impl_ = std::make_unique<Impl>(comm, options);
   auto& c = impl_->comm;
   c.require_same("checkpoint directories", directory_);
   c.require_same("retention policies",
