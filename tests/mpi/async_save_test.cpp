@@ -205,10 +205,14 @@ TEST_F(AsyncSave, ASavesTimeoutCoversEveryPhase) {
     ADD_FAILURE() << "expected a CheckpointError on rank " << rank;
   } catch (const CheckpointError& e) {
     EXPECT_EQ(e.step(), "save:plan") << e.what();
-    if (rank != stalled) EXPECT_EQ(e.failures().count(stalled), 1u) << e.what();
+    if (rank != stalled) {
+      EXPECT_EQ(e.failures().count(stalled), 1u) << e.what();
+    }
   }
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (rank != stalled) EXPECT_LT(waited, kStall) << "rank " << rank;
+  if (rank != stalled) {
+    EXPECT_LT(waited, kStall) << "rank " << rank;
+  }
   ::unsetenv("H5DCP_INJECT_FAULT");
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"t.h5"});
