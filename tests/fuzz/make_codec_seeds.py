@@ -52,7 +52,9 @@ def global_plan():
     values = [text("step") + text("int") + text(i64(7)) + i32(0), text("none") + text("none") + text("") + i32(1)]
     return (text("/ckpt/.ckpt.h5.h5dcp-partial.0123456789abcdef") + text("2026-11-22T00:00:00Z") + i32(2)
             + containers([("model", DICT)]) + u64(len(tensors)) + b"".join(tensors)
-            + u64(len(values)) + b"".join(values))
+            + u64(len(values)) + b"".join(values)
+            + u64(2) + text("model-00001-of-00002.safetensors") + u64(4096)
+            + text("model-00002-of-00002.safetensors") + u64(4096))
 
 
 def metadata():
@@ -79,14 +81,17 @@ def index():
 
 
 def torch_index():
-    storages = [text("0") + u8(F32) + i64(12) + u64(1024) + u8(1), text("1") + u8(BOOL) + i64(3) + u64(2048) + u8(0)]
+    # key, dtype, numel, data offset, file (an index into the files listed last)
+    storages = [text("0") + u8(F32) + i64(12) + u64(1024) + u32(1), text("1") + u8(BOOL) + i64(3) + u64(2048) + u32(0)]
     tensors = [text("model/w") + text("0") + u8(F32) + i64(0) + ints([3, 4]) + ints([4, 1]),
                text("model/t") + text("0") + u8(F32) + i64(1) + ints([4, 3]) + ints([1, 4]),
                text("mask") + text("1") + u8(BOOL) + i64(0) + ints([3]) + ints([1])]
     values = [text("step") + text("int") + text(i64(8)), text("name") + text("str") + text("sgd")]
     return (u64(4096) + u64(2) + text("model") + u8(DICT) + text("list") + u8(LIST)
             + u64(len(storages)) + b"".join(storages) + u64(len(tensors)) + b"".join(tensors)
-            + u64(len(values)) + b"".join(values))
+            + u64(len(values)) + b"".join(values)
+            + u64(2) + text("model-00001-of-00002.safetensors") + u64(4096)
+            + text("model-00002-of-00002.safetensors") + u64(4096))
 
 
 def signatures():

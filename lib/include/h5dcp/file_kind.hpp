@@ -16,6 +16,7 @@ enum class FileKind {
   H5dcpCheckpoint,  ///< an HDF5 file with the h5dcp.format_version root attribute
   Hdf5,             ///< any other HDF5 file
   Other,            ///< none of these (empty, a plain pickle, text, ...)
+  Safetensors,      ///< a Hugging Face safetensors file (a header size that fits the file, then '{')
 };
 
 /// The kind of the file at `path`. Not collective. Throws IoError when it is
@@ -31,7 +32,8 @@ FileKind detect_file_kind(const std::string& path);
 FileKind detect_file_kind(const std::string& path, MPI_Comm comm);
 
 /// "torch.save file", "legacy torch.save file", "h5dcp checkpoint", "HDF5
-/// file (not an h5dcp checkpoint)", "file of an unknown format".
+/// file (not an h5dcp checkpoint)", "file of an unknown format",
+/// "safetensors file".
 std::string_view describe(FileKind kind) noexcept;
 
 }  // namespace h5dcp

@@ -40,6 +40,18 @@ constexpr char kHdf5Signature[] = "\x89HDF\r\n\x1a\n";
 // 0x1950a86a20f9469cfc6c (PROTO n, LONG1 10 bytes).
 constexpr unsigned char kLegacyMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
+// A safetensors file starts with its header's size, little-endian, in 8
+// bytes, and the header is a JSON object: a size within the 100 MB the
+// safetensors package accepts, then '{'. A size past the end of the file
+// still makes it one (a truncated or lying file, which the reader refuses
+// saying so, rather than "unknown format").
+bool looks_like_safetensors(const std::string& head, std::uint64_t file_size) {
+  if (head.size() < 9 || file_size < 10) return false;
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(head[static_cast<std::size_t>(i)]);
+  return n >= 2 && n <= 100'000'000 && head[8] == '{';
+}
+
 bool is_h5dcp(const std::string& path) {
   detail::Hdf5Access access;  // HDF5 is not thread-safe: see core/hdf5_gate.hpp
   try {
@@ -73,6 +85,7 @@ FileKind detect_file_kind(const std::string& path) {
     if (read_at(fd, at, 8, path) == std::string(kHdf5Signature, 8))
       return is_h5dcp(path) ? FileKind::H5dcpCheckpoint : FileKind::Hdf5;
   }
+  if (looks_like_safetensors(head, size)) return FileKind::Safetensors;
   return FileKind::Other;
 }
 
@@ -102,6 +115,7 @@ std::string_view describe(FileKind kind) noexcept {
     case FileKind::H5dcpCheckpoint: return "h5dcp checkpoint";
     case FileKind::Hdf5: return "HDF5 file (not an h5dcp checkpoint)";
     case FileKind::Other: return "file of an unknown format";
+    case FileKind::Safetensors: return "safetensors file";
   }
   return "file of an unknown format";
 }

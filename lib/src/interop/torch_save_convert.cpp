@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include "api/checkpoint_session.hpp"
@@ -32,7 +34,9 @@
 #include "h5dcp/torch_save.hpp"
 #include "hdf5/container_reader.hpp"
 #include "hdf5/hdf5_access.hpp"
+#include "interop/indexed_convert.hpp"
 #include "interop/pickle_writer.hpp"
+#include "interop/source_files.hpp"
 #include "interop/torch_save_archive.hpp"
 #include "interop/torch_save_tree.hpp"
 #include "storage/file_descriptor.hpp"
@@ -43,60 +47,9 @@ namespace h5dcp {
 namespace {
 
 using detail::Bytes;
+using detail::read_block;
 using detail::Shape;
-
-// The source file, opened by every rank for reads of its own blocks.
-class SourceFile {
- public:
-  SourceFile(const std::string& path, std::uint64_t expected_size) : path_(path) {
-    fd_ = detail::FileDescriptor::open_or_invalid(path, O_RDONLY);
-    if (!fd_)
-      throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno) +
-                    " (every rank reads its blocks from the torch.save file: it must be on a shared file system)");
-    struct stat info {};
-    if (::fstat(fd_.get(), &info) != 0 || static_cast<std::uint64_t>(info.st_size) != expected_size) {
-      throw UsageError("h5dcp: '" + path +
-                       "' is not the file the coordinator read (its size differs): every rank "
-                       "must see the same torch.save file");
-    }
-  }
-  SourceFile(const SourceFile&) = delete;
-  SourceFile& operator=(const SourceFile&) = delete;
-
-  void read(void* out, std::size_t size, std::uint64_t offset) const {
-    auto* p = static_cast<char*>(out);
-    while (size > 0) {
-      const auto n = ::pread(fd_.get(), p, size, static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw IoError("h5dcp: reading '" + path_ + "' failed: " + std::strerror(errno));
-      if (n == 0) throw FormatError("h5dcp: '" + path_ + "' ends before the data of a storage");
-      p += n;
-      size -= static_cast<std::size_t>(n);
-      offset += static_cast<std::uint64_t>(n);
-    }
-  }
-
- private:
-  std::string path_;
-  detail::FileDescriptor fd_;
-};
-
-// The block `box` of `tensor`, read straight from its storage's bytes: the
-// span of storage elements the block touches, viewed with the tensor's strides.
-at::Tensor read_block(const SourceFile& file, const detail::TorchStorageInfo& storage,
-                      const detail::TorchTensorInfo& tensor, const ChunkStorageMetadata& box) {
-  const auto options = at::TensorOptions().dtype(detail::to_scalar_type(tensor.dtype));
-  if (detail::volume(box.sizes) == 0) return at::empty(box.sizes, options);
-  std::int64_t first = tensor.storage_offset;
-  for (std::size_t d = 0; d < box.offsets.size(); ++d) first += box.offsets[d] * tensor.strides[d];
-  std::int64_t last = first;
-  for (std::size_t d = 0; d < box.sizes.size(); ++d) last += (box.sizes[d] - 1) * tensor.strides[d];
-  const auto element = static_cast<std::int64_t>(dtype_size(tensor.dtype));
-  auto span = at::empty({last - first + 1}, options);
-  file.read(span.data_ptr(), static_cast<std::size_t>((last - first + 1) * element),
-            storage.data_offset + static_cast<std::uint64_t>(first * element));
-  return span.as_strided(box.sizes, tensor.strides, 0).contiguous();
-}
+using detail::SourceFiles;
 
 // The most a rank holds of one tensor at once: larger blocks are written as
 // slabs of at most this many bytes, each read, written and dropped in turn.
@@ -156,13 +109,14 @@ StateDict placeholder_state(const detail::TorchSaveIndex& index, std::int64_t sp
 
 class TorchSaveSourcePlanner final : public DefaultSavePlanner {
  public:
-  TorchSaveSourcePlanner(const detail::TorchSaveIndex& index, const SourceFile& file, ProgressCallback progress,
+  TorchSaveSourcePlanner(const detail::TorchSaveIndex& index, const SourceFiles& files, ProgressCallback progress,
                          Progress totals)
-      : index_(index), file_(file), callback_(std::move(progress)), progress_(std::move(totals)) {}
+      : index_(index), files_(files), callback_(std::move(progress)), progress_(std::move(totals)) {}
 
   at::Tensor resolve_tensor(const PlannedTensor& tensor, const PlannedChunk& chunk) override {
     const auto& info = index_.tensors.at(tensor.fqn);
-    auto block = read_block(file_, index_.storages.at(info.storage), info, chunk.chunk);
+    const auto& storage = index_.storages.at(info.storage);
+    auto block = read_block(files_.of(storage), storage, info, chunk.chunk);
     if (callback_) {
       progress_.items_done += 1;
       progress_.bytes_done += detail::volume(chunk.chunk.sizes) * static_cast<std::int64_t>(dtype_size(info.dtype));
@@ -174,7 +128,7 @@ class TorchSaveSourcePlanner final : public DefaultSavePlanner {
 
  private:
   const detail::TorchSaveIndex& index_;
-  const SourceFile& file_;
+  const SourceFiles& files_;
   ProgressCallback callback_;
   Progress progress_;
 };
@@ -187,18 +141,18 @@ std::vector<std::int64_t> contiguous_strides(const Shape& sizes) {
 
 }  // namespace
 
-SaveResult torch_save_to_checkpoint(const std::string& src, const std::string& dst,
-                                    const TorchSaveToCheckpointOptions& options, MPI_Comm comm) {
-  detail::Comm c(comm, options.coordinator);
+namespace detail {
+
+SaveResult convert_index_to_checkpoint(const std::function<Bytes()>& read_index, const std::string& src,
+                                       const std::string& dst, const TorchSaveToCheckpointOptions& options,
+                                       MPI_Comm comm) {
+  Comm c(comm, options.coordinator);
   c.require_same("source paths", src);
-  c.set_timeout(detail::resolve_timeout(options.timeout_seconds));
-  const auto index = detail::decode_torch_save_index(c.broadcast("convert:index", [&] {
-    detail::TorchSaveReader reader(src);
-    return detail::encode(reader.read_index());
-  }));
-  std::optional<SourceFile> file;
+  c.set_timeout(resolve_timeout(options.timeout_seconds));
+  const auto index = decode_torch_save_index(c.broadcast("convert:index", read_index));
+  std::optional<SourceFiles> files;
   c.all_gather("convert:open", [&] {
-    file.emplace(src, index.file_size);
+    files.emplace(src, index);
     return Bytes();
   });
   StateDict state;
@@ -211,17 +165,29 @@ SaveResult torch_save_to_checkpoint(const std::string& src, const std::string& d
     for (const auto& [fqn, t] : index.tensors) {
       // One block per slab; empty tensors have none.
       totals.items_total += static_cast<std::int64_t>(
-          detail::split_block(t.sizes, static_cast<std::int64_t>(dtype_size(t.dtype)), kConvertSlabBytes).size());
-      totals.bytes_total += detail::tensor_bytes(t);
+          split_block(t.sizes, static_cast<std::int64_t>(dtype_size(t.dtype)), kConvertSlabBytes).size());
+      totals.bytes_total += tensor_bytes(t);
     }
   }
-  TorchSaveSourcePlanner planner(index, *file, options.progress, totals);
+  TorchSaveSourcePlanner planner(index, *files, options.progress, totals);
   SaveOptions save_options;
   save_options.coordinator = options.coordinator;
   save_options.io_mode = options.io_mode;
   save_options.timeout_seconds = options.timeout_seconds;
   save_options.planner = &planner;
   return save(state, dst, save_options, comm);
+}
+
+}  // namespace detail
+
+SaveResult torch_save_to_checkpoint(const std::string& src, const std::string& dst,
+                                    const TorchSaveToCheckpointOptions& options, MPI_Comm comm) {
+  return detail::convert_index_to_checkpoint(
+      [&] {
+        detail::TorchSaveReader reader(src);
+        return detail::encode(reader.read_index());
+      },
+      src, dst, options, comm);
 }
 
 void checkpoint_to_torch_save(const std::string& src, const std::string& dst,

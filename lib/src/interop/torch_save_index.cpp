@@ -193,6 +193,7 @@ Bytes encode(const TorchSaveIndex& index) {
     w.put(s.dtype);
     w.put(s.numel);
     w.put(s.data_offset);
+    w.put(s.file);
   }
   w.put<std::uint64_t>(index.tensors.size());
   for (const auto& [fqn, t] : index.tensors) {
@@ -208,6 +209,11 @@ Bytes encode(const TorchSaveIndex& index) {
     w.put_string(fqn);
     w.put_string(v.encoding);
     w.put_string(v.payload);
+  }
+  w.put<std::uint64_t>(index.files.size());
+  for (std::size_t i = 0; i < index.files.size(); ++i) {
+    w.put_string(index.files[i]);
+    w.put(index.file_sizes.at(i));
   }
   return w.take();
 }
@@ -226,6 +232,7 @@ TorchSaveIndex decode_torch_save_index(std::string_view bytes) {
     s.dtype = r.get<DType>();
     s.numel = r.get<std::int64_t>();
     s.data_offset = r.get<std::uint64_t>();
+    s.file = r.get<std::uint32_t>();
     index.storages.emplace(std::move(key), s);
   }
   for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
@@ -244,6 +251,10 @@ TorchSaveIndex decode_torch_save_index(std::string_view bytes) {
     v.encoding = r.get_string();
     v.payload = r.get_string();
     index.values.emplace(std::move(fqn), std::move(v));
+  }
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    index.files.push_back(r.get_string());
+    index.file_sizes.push_back(r.get<std::uint64_t>());
   }
   if (!r.done()) throw Error("h5dcp: corrupt message (trailing bytes after a torch.save index)");
   return index;

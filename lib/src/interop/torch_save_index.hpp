@@ -23,6 +23,7 @@ struct TorchStorageInfo {
   DType dtype = DType::UInt8;
   std::int64_t numel = 0;
   std::uint64_t data_offset = 0;  ///< where its bytes start in the file (records are stored uncompressed)
+  std::uint32_t file = 0;         ///< which of TorchSaveIndex::files holds it (0: the one file)
 };
 
 /// A tensor: the view of storage `storage` with these offset, sizes and strides (in elements).
@@ -46,6 +47,11 @@ struct TorchSaveIndex {
   std::map<std::string, TorchValueInfo> values;      ///< fqn -> encoded value
   std::map<std::string, TorchStorageInfo> storages;  ///< key -> storage (those the tensors view)
   std::uint64_t file_size = 0;                       ///< bytes of the file the index was read from
+  /// A source of several files (a sharded safetensors model): their paths and
+  /// sizes, storages naming them by position. Empty: the one file the index
+  /// was read from, of file_size bytes.
+  std::vector<std::string> files;
+  std::vector<std::uint64_t> file_sizes;
 };
 
 /// The index of an unpickled torch.save object, whose top level must be a

@@ -23,6 +23,26 @@
 #include "storage/file_descriptor.hpp"
 
 namespace h5dcp::detail {
+int pwrite_fully(int fd, const void* data, std::size_t size, std::uint64_t offset) noexcept {
+  bool short_writes = false;
+  try {
+    short_writes = short_write_requested("posix:write", -1);
+  } catch (...) {
+  }
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const auto n = ::pwrite(fd, p, short_writes ? std::min<std::size_t>(size, 7) : size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+  return 0;
+}
+
 namespace {
 
 std::pair<std::string, std::string> split_path(const std::string& path) {

@@ -79,6 +79,11 @@ void reserve_space(const std::string& path, std::int64_t bytes);
 /// injection "posix:write@*!short" makes every write(2) take at most 7 bytes.
 int write_fully(int fd, const void* data, std::size_t size) noexcept;
 
+/// Writes all `size` bytes of `data` to `fd` at `offset` (pwrite), going on
+/// after short writes and EINTR. Returns 0, or the errno of the pwrite(2)
+/// that failed (fault injection as write_fully).
+int pwrite_fully(int fd, const void* data, std::size_t size, std::uint64_t offset) noexcept;
+
 /// Removes `path` if it exists; never throws (used on failure paths).
 void remove_quietly(const std::string& path) noexcept;
 

@@ -1,0 +1,473 @@
+// checkpoint_to_safetensors(): a checkpoint's tensors as safetensors, written
+// in parallel.
+//   export:plan     broadcast   the coordinator reads the metadata, selects and
+//                               names the tensors, lays out the shards, and
+//                               creates them under temporary names with their
+//                               headers and their space reserved
+//   export:write    all_gather  every rank reads its blocks from the checkpoint
+//                               (checksums checked) and pwrites them at their
+//                               offsets, then fsyncs what it wrote
+//   export:publish  broadcast   the coordinator writes the index (sharded),
+//                               fsyncs and renames into place
+// On failure the coordinator removes the temporary files; an existing
+// destination is untouched until the new one is complete.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include "api/checkpoint_session.hpp"
+#include "api/verified_read.hpp"
+#include "base/byte_codec.hpp"
+#include "base/key_escape.hpp"
+#include "comm/comm.hpp"
+#include "h5dcp/error.hpp"
+#include "h5dcp/safetensors.hpp"
+#include "h5dcp/state_dict.hpp"
+#include "hdf5/container_reader.hpp"
+#include "hdf5/hdf5_access.hpp"
+#include "interop/safetensors_header.hpp"
+#include "interop/torch_save_index.hpp"
+#include "storage/durable_file.hpp"
+#include "storage/file_descriptor.hpp"
+#include "torch/dtype_mapping.hpp"
+
+namespace h5dcp {
+namespace {
+
+using detail::ByteReader;
+using detail::Bytes;
+using detail::ByteWriter;
+using detail::Shape;
+
+constexpr char kMetadataKey[] = "__metadata__";
+constexpr char kIndexName[] = "model.safetensors.index.json";
+// The most a rank holds at once: larger blocks are read and written in slabs.
+constexpr std::int64_t kExportSlabBytes = std::int64_t{64} << 20;
+
+struct Entry {
+  std::string fqn;
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  std::uint32_t shard = 0;
+  std::uint64_t offset = 0;  ///< of its first byte in its shard file
+};
+
+struct Layout {
+  std::vector<Entry> entries;
+  std::vector<std::string> temporary_files;  ///< one per shard
+  std::vector<std::string> final_names;      ///< the shards' file names (a single file: dst itself)
+  std::string temporary_directory;           ///< sharded: the directory renamed into place
+  std::vector<std::string> skipped_values;
+  std::int64_t bytes = 0;
+};
+
+Bytes encode(const Layout& layout) {
+  ByteWriter w;
+  w.put<std::uint64_t>(layout.entries.size());
+  for (const auto& e : layout.entries) {
+    w.put_string(e.fqn);
+    w.put_string(e.name);
+    w.put(e.dtype);
+    w.put_ints(e.shape);
+    w.put(e.shard);
+    w.put(e.offset);
+  }
+  for (const auto* list : {&layout.temporary_files, &layout.final_names, &layout.skipped_values}) {
+    w.put<std::uint64_t>(list->size());
+    for (const auto& s : *list) w.put_string(s);
+  }
+  w.put_string(layout.temporary_directory);
+  w.put(layout.bytes);
+  return w.take();
+}
+
+Layout decode_layout(std::string_view bytes) {
+  ByteReader r(bytes);
+  Layout layout;
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    Entry e;
+    e.fqn = r.get_string();
+    e.name = r.get_string();
+    e.dtype = r.get<DType>();
+    e.shape = r.get_ints();
+    e.shard = r.get<std::uint32_t>();
+    e.offset = r.get<std::uint64_t>();
+    layout.entries.push_back(std::move(e));
+  }
+  for (auto* list : {&layout.temporary_files, &layout.final_names, &layout.skipped_values})
+    for (auto n = r.get<std::uint64_t>(); n > 0; --n) list->push_back(r.get_string());
+  layout.temporary_directory = r.get_string();
+  layout.bytes = r.get<std::int64_t>();
+  return layout;
+}
+
+std::int64_t bytes_of(const Entry& e) {
+  return detail::volume(e.shape) * static_cast<std::int64_t>(dtype_size(e.dtype));
+}
+
+bool under(const std::string& fqn, const std::string& group) {
+  return group.empty() || fqn == group ||
+         (fqn.size() > group.size() && fqn.compare(0, group.size(), group) == 0 && fqn[group.size()] == '/');
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && s.back() == '/') s.pop_back();
+  while (!s.empty() && s.front() == '/') s.erase(0, 1);
+  return s;
+}
+
+// The safetensors name of `fqn` below `prefix`: its keys, unescaped, joined by '/'.
+std::string name_of(const std::string& fqn, const std::string& prefix) {
+  const auto relative = prefix.empty() ? fqn : fqn.substr(prefix.size() + 1);
+  const auto keys = path_of(relative);
+  std::string name;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].find('/') != std::string::npos)
+      throw UsageError("h5dcp: tensor '" + fqn + "' has the key '" + detail::printable_key(keys[i]) +
+                       "', which holds '/': safetensors names join keys with '/', so it would not come back the same");
+    if (i > 0) name += '/';
+    name += keys[i];
+  }
+  return name;
+}
+
+std::string child(const std::string& dir, const std::string& name) {
+  std::string path = dir;
+  path += '/';
+  path += name;
+  return path;
+}
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string shard_name(std::size_t k, std::size_t n) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "model-%05zu-of-%05zu.safetensors", k + 1, n);
+  return buffer;
+}
+
+void remove_temporaries(const Layout& layout) noexcept {
+  for (const auto& f : layout.temporary_files) detail::remove_quietly(f);
+  if (!layout.temporary_directory.empty()) {
+    detail::remove_quietly(layout.temporary_directory + "/" + kIndexName);
+    ::rmdir(layout.temporary_directory.c_str());
+  }
+}
+
+// The coordinator's plan: selection, names, shards, headers; the files are
+// created with their headers and their space reserved.
+Layout plan_export(const std::string& src, const std::string& dst, const CheckpointToSafetensorsOptions& options) {
+  detail::CheckpointIndex index;
+  {
+    detail::Hdf5Access access;
+    index = detail::read_container_index(src);
+  }
+  const auto prefix = trimmed(options.prefix);
+  std::vector<std::string> keys;
+  for (const auto& k : options.keys) keys.push_back(trimmed(k));
+  std::vector<bool> key_used(keys.size(), false);
+  auto selected = [&](const std::string& fqn) {
+    if (!under(fqn, prefix) || fqn == prefix) return false;
+    if (keys.empty()) return true;
+    bool any = false;
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (under(fqn, keys[i])) any = key_used[i] = true;
+    return any;
+  };
+
+  Layout layout;
+  std::map<std::string, std::string> metadata;
+  const auto metadata_group = prefix.empty() ? std::string(kMetadataKey) : prefix + "/" + kMetadataKey;
+  std::vector<Entry> entries;
+  for (const auto& [fqn, storage] : index.metadata.state_dict_metadata) {
+    if (const auto* value = std::get_if<BytesStorageMetadata>(&storage)) {
+      const auto slash = fqn.rfind('/');
+      if (value->encoding == "str" && slash != std::string::npos && fqn.substr(0, slash) == metadata_group) {
+        metadata[detail::unescape_link_name(fqn.substr(slash + 1))] = index.values.at(fqn);
+        continue;
+      }
+      if (selected(fqn)) layout.skipped_values.push_back(fqn);
+      continue;
+    }
+    if (!selected(fqn)) continue;
+    const auto& t = std::get<TensorStorageMetadata>(storage);
+    if (!detail::safetensors_dtype_name(t.properties.dtype))
+      throw UsageError("h5dcp: tensor '" + fqn + "' is " + std::string(dtype_name(t.properties.dtype)) +
+                       ", which safetensors has no dtype for (complex32 and complex128): leave it out with --key "
+                       "or --prefix");
+    entries.push_back(Entry{fqn, name_of(fqn, prefix), t.properties.dtype, t.size, 0, 0});
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    if (!key_used[i]) throw UsageError("h5dcp: '" + src + "' has no tensor at or under '" + keys[i] + "'");
+  if (entries.empty())
+    throw UsageError("h5dcp: '" + src + "' has no tensor" + (prefix.empty() ? "" : " under '" + prefix + "'") +
+                     " to export");
+  for (const auto& [k, v] : options.metadata) metadata[k] = v;
+
+  // Shards: in fqn order, a new one when the next tensor would overflow it.
+  std::vector<std::int64_t> shard_bytes{0};
+  for (auto& e : entries) {
+    const auto n = bytes_of(e);
+    if (options.max_shard_size > 0 && shard_bytes.back() > 0 && shard_bytes.back() + n > options.max_shard_size)
+      shard_bytes.push_back(0);
+    e.shard = static_cast<std::uint32_t>(shard_bytes.size() - 1);
+    e.offset = static_cast<std::uint64_t>(shard_bytes.back());
+    shard_bytes.back() += n;
+    layout.bytes += n;
+  }
+  const bool sharded = options.max_shard_size > 0;
+  struct stat existing {};
+  if (sharded && ::stat(dst.c_str(), &existing) == 0 && !S_ISDIR(existing.st_mode))
+    throw UsageError("h5dcp: '" + dst +
+                     "' exists and is not a directory: a sharded export (max_shard_size) writes a "
+                     "directory");
+  if (!sharded && ::stat(dst.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode))
+    throw UsageError("h5dcp: '" + dst + "' is a directory: an export without max_shard_size writes one file");
+  try {
+    if (sharded) {
+      layout.temporary_directory = detail::temporary_sibling(dst);
+      if (::mkdir(layout.temporary_directory.c_str(), 0777) != 0)
+        throw IoError("h5dcp: creating '" + layout.temporary_directory + "' failed: " + std::strerror(errno));
+    }
+    for (std::size_t k = 0; k < shard_bytes.size(); ++k) {
+      std::vector<detail::SafetensorsTensor> tensors;
+      for (auto& e : entries) {
+        if (e.shard != k) continue;
+        tensors.push_back({e.name, e.dtype, e.shape, e.offset, e.offset + static_cast<std::uint64_t>(bytes_of(e))});
+      }
+      const auto header = detail::compose_safetensors_header(tensors, metadata);
+      for (auto& e : entries)
+        if (e.shard == k) e.offset += header.size();
+      const auto name = sharded ? shard_name(k, shard_bytes.size()) : base_name(dst);
+      const auto path = sharded ? layout.temporary_directory + "/" + name : detail::temporary_sibling(dst);
+      layout.final_names.push_back(name);
+      layout.temporary_files.push_back(path);
+      auto fd = detail::FileDescriptor::open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+      detail::reserve_space(path, static_cast<std::int64_t>(header.size()) + shard_bytes[k]);
+      if (const int error = detail::pwrite_fully(fd.get(), header.data(), header.size(), 0))
+        throw IoError("h5dcp: writing '" + path + "' failed: " + std::strerror(error));
+      if (::ftruncate(fd.get(), static_cast<off_t>(header.size() + static_cast<std::size_t>(shard_bytes[k]))) != 0)
+        throw IoError("h5dcp: sizing '" + path + "' failed: " + std::strerror(errno));
+    }
+  } catch (...) {
+    remove_temporaries(layout);
+    throw;
+  }
+  layout.entries = std::move(entries);
+  return layout;
+}
+
+// A piece of a tensor one rank writes: rows [row, row + rows) of entry `entry`.
+struct Piece {
+  std::size_t entry = 0;
+  std::int64_t row = 0;
+  std::int64_t rows = 0;
+};
+
+// Every rank computes the same assignment: large tensors split along dim 0
+// as torch.chunk does, the others whole to the least loaded rank.
+std::vector<Piece> pieces_of(const Layout& layout, std::int64_t split_min_bytes, int rank, int size) {
+  std::vector<std::int64_t> load(static_cast<std::size_t>(size), 0);
+  std::vector<Piece> mine;
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+    const auto& e = layout.entries[i];
+    const auto bytes = bytes_of(e);
+    if (bytes == 0) continue;
+    const auto rows = e.shape.empty() ? 1 : e.shape[0];
+    if (size > 1 && !e.shape.empty() && bytes >= split_min_bytes) {
+      const auto per_rank = (rows + size - 1) / size;
+      for (int r = 0; r < size; ++r) {
+        const auto start = std::min<std::int64_t>(rows, per_rank * r);
+        const auto count = std::max<std::int64_t>(0, std::min(per_rank, rows - start));
+        load[static_cast<std::size_t>(r)] += count * (bytes / rows);
+        if (r == rank && count > 0) mine.push_back(Piece{i, start, count});
+      }
+      continue;
+    }
+    const auto least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[static_cast<std::size_t>(least)] += bytes;
+    if (least == rank) mine.push_back(Piece{i, 0, rows});
+  }
+  return mine;
+}
+
+// Reads `box` of the tensor `fqn` (checksums checked where the file has them).
+at::Tensor read_checked(detail::ContainerReader& reader, const detail::CheckpointIndex& index, const std::string& fqn,
+                        const ChunkStorageMetadata& box) {
+  const auto& storage = std::get<TensorStorageMetadata>(index.metadata.state_dict_metadata.at(fqn));
+  auto out = at::empty(box.sizes, at::TensorOptions().dtype(detail::to_scalar_type(storage.properties.dtype)));
+  detail::Hdf5Access access;
+  const auto sums = index.checksums.find(fqn);
+  if (sums == index.checksums.end()) {
+    reader.read(fqn, storage.properties.dtype, box, out.data_ptr());
+    return out;
+  }
+  ReadItem item;
+  item.dest_index = MetadataIndex{fqn, std::nullopt, std::nullopt};
+  item.dest_offsets = Shape(box.offsets.size(), 0);
+  item.storage_fqn = fqn;
+  item.storage_offsets = box.offsets;
+  item.lengths = box.sizes;
+  item.dtype = storage.properties.dtype;
+  for (std::size_t c = 0; c < storage.chunks.size(); ++c) {
+    const auto& chunk = storage.chunks[c];
+    bool overlaps = true;
+    for (std::size_t d = 0; d < box.offsets.size(); ++d)
+      overlaps = overlaps && chunk.offsets[d] < box.offsets[d] + box.sizes[d] &&
+                 box.offsets[d] < chunk.offsets[d] + chunk.sizes[d];
+    if (overlaps) item.source_chunks.push_back(c);
+  }
+  detail::read_verified(reader, item, out, storage, sums->second);
+  return out;
+}
+
+void write_pieces(const std::string& src, const Layout& layout, const std::vector<Piece>& pieces,
+                  const ProgressCallback& progress) {
+  if (pieces.empty()) return;
+  detail::CheckpointIndex index;
+  std::optional<detail::ContainerReader> reader;
+  {
+    detail::Hdf5Access access;
+    index = detail::read_container_index(src);
+    reader.emplace(src, MPI_COMM_NULL);
+  }
+  std::vector<detail::FileDescriptor> files(layout.temporary_files.size());
+  Progress done;
+  for (const auto& p : pieces)
+    done.bytes_total += p.rows * (bytes_of(layout.entries[p.entry]) /
+                                  (layout.entries[p.entry].shape.empty() ? 1 : layout.entries[p.entry].shape[0]));
+  done.items_total = static_cast<std::int64_t>(pieces.size());
+  for (const auto& p : pieces) {
+    const auto& e = layout.entries[p.entry];
+    auto& fd = files[e.shard];
+    if (!fd) fd = detail::FileDescriptor::open(layout.temporary_files[e.shard], O_WRONLY);
+    const auto element = static_cast<std::int64_t>(dtype_size(e.dtype));
+    std::vector<std::int64_t> inner(e.shape.size(), element);  // bytes of one step in each dimension
+    for (std::size_t d = e.shape.size(); d-- > 1;) inner[d - 1] = inner[d] * e.shape[d];
+    Shape sizes = e.shape;
+    if (!sizes.empty()) sizes[0] = p.rows;
+    for (auto slab : detail::split_block(sizes, element, kExportSlabBytes)) {
+      if (!slab.offsets.empty()) slab.offsets[0] += p.row;
+      std::uint64_t at = e.offset;
+      for (std::size_t d = 0; d < slab.offsets.size(); ++d)
+        at += static_cast<std::uint64_t>(slab.offsets[d] * inner[d]);
+      const auto block = read_checked(*reader, index, e.fqn, slab);
+      const auto n = static_cast<std::size_t>(detail::volume(slab.sizes) * element);
+      if (const int error = detail::pwrite_fully(fd.get(), block.data_ptr(), n, at))
+        throw IoError("h5dcp: writing '" + layout.temporary_files[e.shard] + "' failed: " + std::strerror(error));
+    }
+    if (progress) {
+      done.items_done += 1;
+      done.bytes_done += p.rows * (bytes_of(e) / (e.shape.empty() ? 1 : e.shape[0]));
+      done.current = e.fqn;
+      progress(done);
+    }
+  }
+  for (std::size_t k = 0; k < files.size(); ++k)
+    if (files[k] && ::fsync(files[k].get()) != 0)
+      throw IoError("h5dcp: fsync of '" + layout.temporary_files[k] + "' failed: " + std::strerror(errno));
+  detail::Hdf5Access access;
+  reader->close();
+}
+
+// Moves an earlier sharded export at `dst` aside and removes the files its
+// index names (and the directory, when nothing else is left in it).
+void retire_directory(const std::string& dst) noexcept {
+  try {
+    const auto aside = detail::temporary_sibling(dst);
+    if (::rename(dst.c_str(), aside.c_str()) != 0) return;
+    if (DIR* dir = ::opendir(aside.c_str())) {
+      std::vector<std::string> names;
+      while (const auto* entry = ::readdir(dir)) {
+        const std::string name = entry->d_name;
+        if (name == kIndexName || (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0))
+          names.push_back(name);
+      }
+      ::closedir(dir);
+      for (const auto& name : names) detail::remove_quietly(child(aside, name));
+    }
+    ::rmdir(aside.c_str());
+  } catch (...) {
+  }
+}
+
+std::vector<std::string> publish(const std::string& dst, const Layout& layout) {
+  if (layout.temporary_directory.empty()) {
+    detail::publish_by_rename(layout.temporary_files.front(), dst);
+    return {dst};
+  }
+  std::map<std::string, std::string> weight_map;
+  for (const auto& e : layout.entries) weight_map[e.name] = layout.final_names[e.shard];
+  const auto index_text = detail::compose_safetensors_index(weight_map, static_cast<std::uint64_t>(layout.bytes));
+  const auto index_path = layout.temporary_directory + "/" + kIndexName;
+  {
+    auto fd = detail::FileDescriptor::open(index_path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (const int error = detail::write_fully(fd.get(), index_text.data(), index_text.size()))
+      throw IoError("h5dcp: writing '" + index_path + "' failed: " + std::strerror(error));
+    if (::fsync(fd.get()) != 0) throw IoError("h5dcp: fsync of '" + index_path + "' failed: " + std::strerror(errno));
+  }
+  for (const auto& f : layout.temporary_files) detail::fsync_file(f);
+  detail::fsync_file(layout.temporary_directory);
+  // rename(2) does not replace a non-empty directory: an earlier export is
+  // moved aside just before the new one takes its name.
+  struct stat info {};
+  if (::stat(dst.c_str(), &info) == 0) retire_directory(dst);
+  detail::publish_by_rename(layout.temporary_directory, dst);
+  std::vector<std::string> files;
+  files.reserve(layout.final_names.size() + 1);
+  for (const auto& name : layout.final_names) files.push_back(child(dst, name));
+  files.push_back(child(dst, kIndexName));
+  return files;
+}
+
+}  // namespace
+
+SafetensorsExport checkpoint_to_safetensors(const std::string& src, const std::string& dst,
+                                            const CheckpointToSafetensorsOptions& options, MPI_Comm comm) {
+  detail::Comm c(comm, options.coordinator);
+  c.require_same("safetensors export", {{"source", src},
+                                        {"destination", dst},
+                                        {"prefix", options.prefix},
+                                        {"max_shard_size", std::to_string(options.max_shard_size)}});
+  c.set_timeout(detail::resolve_timeout(options.timeout_seconds));
+  const auto layout = decode_layout(c.broadcast("export:plan", [&] { return encode(plan_export(src, dst, options)); }));
+  SafetensorsExport result;
+  try {
+    c.all_gather("export:write", [&] {
+      write_pieces(src, layout, pieces_of(layout, options.split_min_bytes, c.rank(), c.size()), options.progress);
+      return Bytes();
+    });
+    const auto published = c.broadcast("export:publish", [&] {
+      ByteWriter w;
+      const auto files = publish(dst, layout);
+      w.put<std::uint64_t>(files.size());
+      for (const auto& f : files) w.put_string(f);
+      return w.take();
+    });
+    ByteReader r(published);
+    for (auto n = r.get<std::uint64_t>(); n > 0; --n) result.files.push_back(r.get_string());
+  } catch (...) {
+    if (c.is_coordinator()) remove_temporaries(layout);
+    throw;
+  }
+  result.tensors = static_cast<std::int64_t>(layout.entries.size());
+  result.bytes = layout.bytes;
+  result.skipped_values = layout.skipped_values;
+  return result;
+}
+
+}  // namespace h5dcp

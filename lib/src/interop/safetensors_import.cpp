@@ -1,0 +1,189 @@
+// safetensors_to_checkpoint(): safetensors files as a source of the indexed
+// conversion (interop/indexed_convert.hpp). The coordinator reads and checks
+// every header, maps names to the nested tree (split at '/') and hands the
+// index over; the ranks then read their blocks straight from the files.
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "base/key_escape.hpp"
+#include "base/utf8.hpp"
+#include "h5dcp/error.hpp"
+#include "h5dcp/safetensors.hpp"
+#include "interop/indexed_convert.hpp"
+#include "interop/safetensors_header.hpp"
+#include "interop/safetensors_index.hpp"
+#include "interop/torch_save_index.hpp"
+
+namespace h5dcp {
+namespace {
+
+using detail::SafetensorsHeader;
+using detail::TorchSaveIndex;
+
+constexpr std::uint64_t kMaxIndexBytes = 100'000'000;  // hostile-input limit: an index is read whole
+constexpr char kMetadataKey[] = "__metadata__";
+
+bool is_directory(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string directory_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+}
+
+std::string read_small_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  if (size > kMaxIndexBytes)
+    throw FormatError("h5dcp: '" + path + "' is too large for a safetensors index (" + std::to_string(size) +
+                      " bytes; the limit is " + std::to_string(kMaxIndexBytes) + ")");
+  in.seekg(0);
+  std::string text(size, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) throw IoError("h5dcp: reading '" + path + "' failed");
+  return text;
+}
+
+// The source as a list of safetensors files: the file itself, the shards an
+// index names, or what a directory holds (an index, else its one file).
+std::vector<std::string> source_files(const std::string& src, std::map<std::string, std::string>& weight_map) {
+  std::string index_path;
+  if (is_directory(src)) {
+    const auto named = src + "/model.safetensors.index.json";
+    if (std::ifstream(named).good()) {
+      index_path = named;
+    } else if (std::ifstream(src + "/model.safetensors").good()) {
+      return {src + "/model.safetensors"};
+    } else {
+      throw UsageError("h5dcp: the directory '" + src +
+                       "' holds neither model.safetensors.index.json nor model.safetensors");
+    }
+  } else if (ends_with(src, ".json")) {
+    index_path = src;
+  } else {
+    return {src};
+  }
+  weight_map = detail::parse_safetensors_index(read_small_file(index_path), index_path);
+  std::set<std::string> names;
+  for (const auto& [tensor, file] : weight_map) names.insert(file);
+  const auto directory = directory_of(index_path) + "/";
+  std::vector<std::string> files;
+  files.reserve(names.size());
+  for (const auto& name : names) files.push_back(directory + name);
+  if (files.empty()) throw FormatError("h5dcp: '" + index_path + "' names no tensors");
+  return files;
+}
+
+// The fqn of a safetensors name: its '/'-separated keys, each escaped.
+std::string fqn_of_name(const std::string& name, const std::string& what) {
+  if (!detail::is_valid_utf8(name) || name.find('\0') != std::string::npos)
+    throw FormatError("h5dcp: '" + what + "': tensor name '" + detail::printable_key(name) +
+                      "' is not UTF-8 text without NUL");
+  std::string fqn;
+  std::size_t start = 0;
+  while (true) {
+    const auto slash = name.find('/', start);
+    const auto key = name.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (!fqn.empty() || start > 0) fqn += '/';
+    fqn += detail::escape_link_name(key);
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return fqn;
+}
+
+void add_containers(TorchSaveIndex& index, const std::string& fqn) {
+  for (auto slash = fqn.find('/'); slash != std::string::npos; slash = fqn.find('/', slash + 1))
+    index.containers.emplace(fqn.substr(0, slash), ContainerKind::Dict);
+}
+
+}  // namespace
+
+namespace detail {
+
+TorchSaveIndex safetensors_index(const std::string& src) {
+  std::map<std::string, std::string> weight_map;
+  const auto files = source_files(src, weight_map);
+  TorchSaveIndex index;
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> file_of_name;
+  for (std::uint32_t f = 0; f < files.size(); ++f) {
+    const auto header = detail::read_safetensors_header(files[f]);
+    if (files.size() > 1 || !weight_map.empty()) {
+      index.files.push_back(files[f]);
+      index.file_sizes.push_back(header.file_size);
+    } else {
+      index.file_size = header.file_size;
+    }
+    for (const auto& [k, v] : header.metadata) metadata.emplace(k, v);  // the first shard's value wins
+    for (const auto& t : header.tensors) {
+      const auto fqn = fqn_of_name(t.name, files[f]);
+      if (!file_of_name.emplace(t.name, files[f]).second)
+        throw FormatError("h5dcp: tensor '" + detail::printable_key(t.name) + "' is in both '" + file_of_name[t.name] +
+                          "' and '" + files[f] + "'");
+      const auto mapped = weight_map.find(t.name);
+      if (!weight_map.empty() &&
+          (mapped == weight_map.end() || directory_of(files[f]) + "/" + mapped->second != files[f]))
+        throw FormatError("h5dcp: '" + files[f] + "' holds tensor '" + detail::printable_key(t.name) +
+                          "', which its index does not map to it");
+      detail::TorchStorageInfo storage{t.dtype, detail::volume(t.shape), header.data_start + t.begin, f};
+      index.storages.emplace(fqn, storage);
+      detail::Shape strides(t.shape.size(), 1);
+      for (std::size_t d = t.shape.size(); d-- > 1;)
+        strides[d - 1] = strides[d] * std::max<std::int64_t>(t.shape[d], 1);
+      index.tensors.emplace(fqn, detail::TorchTensorInfo{fqn, t.dtype, 0, t.shape, strides});
+      add_containers(index, fqn);
+    }
+  }
+  for (const auto& [name, file] : weight_map) {
+    if (file_of_name.find(name) != file_of_name.end()) continue;
+    std::string message = "h5dcp: the index of '" + src + "' maps tensor '";
+    message += detail::printable_key(name);
+    message += "' to '" + file + "', which does not hold it";
+    throw FormatError(message);
+  }
+  if (!metadata.empty()) {
+    index.containers.emplace(kMetadataKey, ContainerKind::Dict);
+    for (const auto& [k, v] : metadata) {
+      if (!detail::is_valid_utf8(k) || !detail::is_valid_utf8(v) || v.find('\0') != std::string::npos ||
+          k.find('\0') != std::string::npos)
+        throw FormatError("h5dcp: '" + src + "': __metadata__ '" + detail::printable_key(k) +
+                          "' is not UTF-8 text without NUL");
+      index.values.emplace(std::string(kMetadataKey) + "/" + detail::escape_link_name(k),
+                           detail::TorchValueInfo{"str", v});
+      add_containers(index, std::string(kMetadataKey) + "/" + detail::escape_link_name(k));
+    }
+  }
+  // A name that is both a tensor and a dict of others ("a" and "a/b").
+  for (const auto& [fqn, kind] : index.containers) {
+    if (index.tensors.count(fqn) == 0) continue;
+    std::string message = "h5dcp: '" + src + "': '";
+    message += fqn;
+    message += "' is both a tensor and the dict of other tensors' names";
+    throw FormatError(message);
+  }
+  return index;
+}
+
+}  // namespace detail
+
+SaveResult safetensors_to_checkpoint(const std::string& src, const std::string& dst,
+                                     const SafetensorsToCheckpointOptions& options, MPI_Comm comm) {
+  return detail::convert_index_to_checkpoint([&] { return detail::encode(detail::safetensors_index(src)); }, src, dst,
+                                             options, comm);
+}
+
+}  // namespace h5dcp

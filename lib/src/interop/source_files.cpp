@@ -1,0 +1,69 @@
+// SourceFile, SourceFiles and read_block (source_files.hpp).
+
+#include "interop/source_files.hpp"
+
+#include <ATen/ops/empty.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "h5dcp/error.hpp"
+#include "plan/chunk_geometry.hpp"
+#include "torch/dtype_mapping.hpp"
+
+namespace h5dcp::detail {
+
+SourceFile::SourceFile(const std::string& path, std::uint64_t expected_size) : path_(path) {
+  fd_ = FileDescriptor::open_or_invalid(path, O_RDONLY);
+  if (!fd_)
+    throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno) +
+                  " (every rank reads its blocks from the source: it must be on a shared file system)");
+  struct stat info {};
+  if (::fstat(fd_.get(), &info) != 0 || static_cast<std::uint64_t>(info.st_size) != expected_size) {
+    throw UsageError("h5dcp: '" + path +
+                     "' is not the file the coordinator read (its size differs): every rank "
+                     "must see the same file");
+  }
+}
+
+void SourceFile::read(void* out, std::size_t size, std::uint64_t offset) const {
+  auto* p = static_cast<char*>(out);
+  while (size > 0) {
+    const auto n = ::pread(fd_.get(), p, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw IoError("h5dcp: reading '" + path_ + "' failed: " + std::strerror(errno));
+    if (n == 0) throw FormatError("h5dcp: '" + path_ + "' ends before the data of a storage");
+    p += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+}
+
+SourceFiles::SourceFiles(const std::string& src, const TorchSaveIndex& index) {
+  if (index.files.empty()) {
+    files_.push_back(std::make_unique<SourceFile>(src, index.file_size));
+    return;
+  }
+  for (std::size_t i = 0; i < index.files.size(); ++i)
+    files_.push_back(std::make_unique<SourceFile>(index.files[i], index.file_sizes.at(i)));
+}
+
+at::Tensor read_block(const SourceFile& file, const TorchStorageInfo& storage, const TorchTensorInfo& tensor,
+                      const ChunkStorageMetadata& box) {
+  const auto options = at::TensorOptions().dtype(to_scalar_type(tensor.dtype));
+  if (volume(box.sizes) == 0) return at::empty(box.sizes, options);
+  std::int64_t first = tensor.storage_offset;
+  for (std::size_t d = 0; d < box.offsets.size(); ++d) first += box.offsets[d] * tensor.strides[d];
+  std::int64_t last = first;
+  for (std::size_t d = 0; d < box.sizes.size(); ++d) last += (box.sizes[d] - 1) * tensor.strides[d];
+  const auto element = static_cast<std::int64_t>(dtype_size(tensor.dtype));
+  auto span = at::empty({last - first + 1}, options);
+  file.read(span.data_ptr(), static_cast<std::size_t>((last - first + 1) * element),
+            storage.data_offset + static_cast<std::uint64_t>(first * element));
+  return span.as_strided(box.sizes, tensor.strides, 0).contiguous();
+}
+
+}  // namespace h5dcp::detail
