@@ -23,25 +23,33 @@
 #include "storage/file_descriptor.hpp"
 
 namespace h5dcp::detail {
-int pwrite_fully(int fd, const void* data, std::size_t size, std::uint64_t offset) noexcept {
+namespace {
+
+// Writes all `size` bytes, at `*offset` (pwrite) or at the file position
+// (write) when `offset` is null; see write_fully.
+int write_all(int fd, const void* data, std::size_t size, const std::uint64_t* offset) noexcept {
   bool short_writes = false;
   try {
     short_writes = short_write_requested("posix:write", -1);
   } catch (...) {
   }
   const auto* p = static_cast<const char*>(data);
+  std::uint64_t at = offset != nullptr ? *offset : 0;
   while (size > 0) {
-    const auto n = ::pwrite(fd, p, short_writes ? std::min<std::size_t>(size, 7) : size, static_cast<off_t>(offset));
+    const auto chunk = short_writes ? std::min<std::size_t>(size, 7) : size;
+    const auto n = offset != nullptr ? ::pwrite(fd, p, chunk, static_cast<off_t>(at)) : ::write(fd, p, chunk);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno;
     }
     p += n;
     size -= static_cast<std::size_t>(n);
-    offset += static_cast<std::uint64_t>(n);
+    at += static_cast<std::uint64_t>(n);
   }
   return 0;
 }
+
+}  // namespace
 
 namespace {
 
@@ -193,23 +201,10 @@ void fsync_file(const std::string& path) {
   if (rc != 0) throw_errno("fsync of '" + path + "'", error);
 }
 
-int write_fully(int fd, const void* data, std::size_t size) noexcept {
-  bool short_writes = false;
-  try {
-    short_writes = short_write_requested("posix:write", -1);
-  } catch (...) {
-  }
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const auto n = ::write(fd, p, short_writes ? std::min<std::size_t>(size, 7) : size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return 0;
+int write_fully(int fd, const void* data, std::size_t size) noexcept { return write_all(fd, data, size, nullptr); }
+
+int pwrite_fully(int fd, const void* data, std::size_t size, std::uint64_t offset) noexcept {
+  return write_all(fd, data, size, &offset);
 }
 
 namespace {
