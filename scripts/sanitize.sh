@@ -51,6 +51,7 @@ failed=0
 if [ "${SANITIZE_SKIP_TESTS:-0}" != 1 ]; then
   logs=$build_dir/sanitizer-logs
   rm -rf "$logs" && mkdir -p "$logs"
+  rm -f "$build_dir/Testing/Temporary/LastTest.before-rerun.log"
   start=$(date +%s)
   set +e
   # Every test but the fault matrix (label "reliability"), which runs next
@@ -60,12 +61,31 @@ if [ "${SANITIZE_SKIP_TESTS:-0}" != 1 ]; then
       UBSAN_OPTIONS=$UBSAN_OPTIONS:log_path=$logs/ubsan ctest --output-on-failure --parallel "$(nproc)" --timeout 900 \
       --label-exclude reliability )
   ctest_status=$?
+  # LeakSanitizer's own stop-the-world tracer can crash at exit ("Tracer
+  # caught signal 11 ... LeakSanitizer has encountered a fatal error", clang
+  # 14's runtime on glibc 2.36): seen once, on two ranks of a 3-rank convert
+  # in a loaded run, which then passed every time it was run again. That is
+  # not a finding. When it is the only kind of report, the failed tests (and
+  # those that could not run without them) run once more, still under the
+  # sanitizers; a real report, or a failure that repeats, still fails.
+  if [ "$ctest_status" -ne 0 ] && grep -qs "Tracer caught signal" "$logs"/* &&
+     ! grep -qsE "ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer: detected" "$logs"/*; then
+    echo "sanitize.sh: LeakSanitizer's tracer crashed (not a finding): the failed tests run once more" >&2
+    for f in "$logs"/*; do echo "--- $f" >&2; head -n 5 "$f" >&2; done
+    rm -rf "$logs" && mkdir -p "$logs"
+    # The first run's log keeps its HDF5-DIAG check below.
+    cp "$build_dir/Testing/Temporary/LastTest.log" "$build_dir/Testing/Temporary/LastTest.before-rerun.log"
+    ( cd "$build_dir"
+      LD_PRELOAD=$preload ASAN_OPTIONS=$ASAN_OPTIONS:log_path=$logs/asan \
+        UBSAN_OPTIONS=$UBSAN_OPTIONS:log_path=$logs/ubsan ctest --output-on-failure --timeout 900 --rerun-failed )
+    ctest_status=$?
+  fi
   set -e
   echo "sanitize.sh: the test suite ran $(( $(date +%s) - start )) s under ASan+UBSan"
   [ "$ctest_status" -eq 0 ] || failed=1
-  if grep -q "HDF5-DIAG" "$build_dir/Testing/Temporary/LastTest.log"; then
+  if grep -qs "HDF5-DIAG" "$build_dir"/Testing/Temporary/LastTest{,.before-rerun}.log; then
     echo "sanitize.sh: HDF5 printed its own error stack (HDF5-DIAG) during the tests:" >&2
-    grep -n -m5 "HDF5-DIAG" "$build_dir/Testing/Temporary/LastTest.log" >&2
+    grep -s -n -m5 "HDF5-DIAG" "$build_dir"/Testing/Temporary/LastTest{,.before-rerun}.log >&2
     failed=1
   fi
   # The fault matrix (reliability.quick) under ASan+UBSan too, after the
