@@ -21,7 +21,7 @@ repo=$PWD
 scripts/install-deps.sh
 build_dir=${H5DCP_SAN_BUILD_DIR:-build-san}
 fuzz_seconds=${FUZZ_SECONDS:-60}
-fuzz_targets=(codec checkpoint torch_pickle safetensors)
+fuzz_targets=(codec checkpoint torch_pickle safetensors dcp_metadata)
 
 # --- 1. build (scripts/build.sh: ccache across checkouts) --------------------
 H5DCP_BUILD_DIR=$build_dir scripts/build.sh -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \

@@ -1,9 +1,11 @@
-// h5dcp convert SRC DST [--to torch|h5dcp|safetensors]: torch.save file or
-// safetensors <-> checkpoint, the direction inferred from SRC's content (and
-// DST's name: *.safetensors, or --max-shard-size, exports safetensors).
-// Under mpiexec -n M, converting to a checkpoint and exporting safetensors
-// split the reads and the writes across the M ranks; writing a torch.save
-// file runs on rank 0.
+// h5dcp convert SRC DST [--to torch|h5dcp|safetensors|dcp]: a torch.save
+// file, safetensors or a PyTorch DCP directory <-> checkpoint, the direction
+// inferred from SRC's content (and DST's name: *.safetensors, or
+// --max-shard-size, exports safetensors; a directory, a name ending in '/'
+// or without an extension, a DCP checkpoint). Under mpiexec -n M,
+// converting to a checkpoint and exporting safetensors or DCP split the
+// reads and the writes across the M ranks; writing a torch.save file runs
+// on rank 0.
 
 #include <sys/stat.h>
 
@@ -15,6 +17,7 @@
 
 #include "common.hpp"
 #include "h5dcp/checkpoint.hpp"
+#include "h5dcp/dcp.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/file_kind.hpp"
 #include "h5dcp/safetensors.hpp"
@@ -26,7 +29,7 @@ namespace {
 struct Args {
   std::string src;
   std::string dst;
-  std::string to;  // "", "torch", "h5dcp" or "safetensors"
+  std::string to;  // "", "torch", "h5dcp", "safetensors" or "dcp"
   bool force = false;
   std::int64_t split_min_bytes = TorchSaveToCheckpointOptions{}.split_min_bytes;
   std::string prefix;             // safetensors export: only the tensors under it, named relative to it
@@ -64,6 +67,15 @@ std::int64_t parse_size(const std::string& text) {
   return static_cast<std::int64_t>(number * it->second);
 }
 
+// A DCP checkpoint is a directory: DST names one when it is one, ends in
+// '/', or has no extension ("step_1000", not "model.pt").
+bool names_directory(const std::string& dst) {
+  if (dst.empty()) return false;
+  if (dst.back() == '/' || is_directory(dst)) return true;
+  const auto slash = dst.rfind('/');
+  return dst.find('.', slash == std::string::npos ? 0 : slash + 1) == std::string::npos;
+}
+
 bool exists(const std::string& path) {
   struct stat info {};
   return ::stat(path.c_str(), &info) == 0;
@@ -92,11 +104,13 @@ int run_convert(const Args& args, const Context& context) {
   // Every rank looks at SRC itself, and the ranks agree on what they saw
   // before any of them starts collective work: SRC on a node-local disk
   // fails on every rank instead of hanging the ones that see it.
-  // A directory or an index (*.json) is a sharded safetensors model.
-  const bool safetensors_set = is_directory(args.src) || ends_with(args.src, ".json");
-  const auto kind = safetensors_set ? FileKind::Safetensors
-                    : context.mpi   ? detect_file_kind(args.src, MPI_COMM_WORLD)
-                                    : detect_file_kind(args.src);
+  // A directory with a .metadata is a DCP checkpoint; another directory or
+  // an index (*.json) a sharded safetensors model.
+  const bool from_dcp = is_directory(args.src) && exists(args.src + "/.metadata");
+  const bool safetensors_set = !from_dcp && (is_directory(args.src) || ends_with(args.src, ".json"));
+  const auto kind = from_dcp || safetensors_set ? FileKind::Safetensors
+                    : context.mpi               ? detect_file_kind(args.src, MPI_COMM_WORLD)
+                                                : detect_file_kind(args.src);
   const bool exports_safetensors = !args.max_shard_size.empty() || ends_with(args.dst, ".safetensors");
   std::string to = args.to;
   if (to.empty()) {
@@ -104,7 +118,9 @@ int run_convert(const Args& args, const Context& context) {
       case FileKind::TorchSave:
       case FileKind::Safetensors: to = "h5dcp"; break;
       case FileKind::H5dcpCheckpoint:
-      case FileKind::Hdf5: to = exports_safetensors ? "safetensors" : "torch"; break;
+      case FileKind::Hdf5:
+        to = exports_safetensors ? "safetensors" : names_directory(args.dst) ? "dcp" : "torch";
+        break;
       case FileKind::LegacyTorchSave:
         read_torch_save(args.src);  // throws the FormatError that says how to re-save it
         [[fallthrough]];
@@ -114,10 +130,10 @@ int run_convert(const Args& args, const Context& context) {
     }
   }
   const bool from_torch = kind == FileKind::TorchSave || kind == FileKind::LegacyTorchSave;
-  const bool from_safetensors = kind == FileKind::Safetensors;
-  if ((from_torch || from_safetensors) && to == "safetensors")
-    throw CLI::ValidationError("--to", "safetensors are exported from an h5dcp checkpoint: convert SRC to one first");
-  if (from_safetensors && to == "torch")
+  const bool from_safetensors = kind == FileKind::Safetensors && !from_dcp;
+  if ((from_torch || from_safetensors || from_dcp) && (to == "safetensors" || to == "dcp"))
+    throw CLI::ValidationError("--to", to + " is exported from an h5dcp checkpoint: convert SRC to one first");
+  if ((from_safetensors || from_dcp) && to == "torch")
     throw CLI::ValidationError("--to",
                                "a torch.save file is written from an h5dcp checkpoint: convert SRC to one first");
   if (to != "safetensors" && (!args.prefix.empty() || !args.keys.empty() || !args.max_shard_size.empty()))
@@ -127,7 +143,7 @@ int run_convert(const Args& args, const Context& context) {
   if (to == "torch" && context.rank != 0) return kOk;
   // DST as rank 0 (which publishes it) sees it, decided for every rank.
   same_on_every_rank(context, [&] {
-    if (args.dst.empty() || (args.dst.back() == '/' && args.max_shard_size.empty()))
+    if (args.dst.empty() || (args.dst.back() == '/' && args.max_shard_size.empty() && to != "dcp"))
       throw CLI::ValidationError("DST", "DST must name a file");
     if (same_file(args.src, args.dst)) throw CLI::ValidationError("DST", "DST is SRC");
     if (exists(args.dst) && !args.force)
@@ -138,7 +154,14 @@ int run_convert(const Args& args, const Context& context) {
   std::int64_t tensors = 0;
   std::int64_t bytes = 0;
   SafetensorsExport exported;
-  if (to == "safetensors") {
+  if (to == "dcp") {
+    CheckpointToDcpOptions options;
+    options.split_min_bytes = args.split_min_bytes;
+    options.progress = progress.callback();
+    const auto result = checkpoint_to_dcp(args.src, args.dst, options, MPI_COMM_WORLD);
+    tensors = result.tensors;
+    bytes = result.bytes;
+  } else if (to == "safetensors") {
     CheckpointToSafetensorsOptions options;
     options.prefix = args.prefix;
     options.keys = args.keys;
@@ -148,18 +171,15 @@ int run_convert(const Args& args, const Context& context) {
     exported = checkpoint_to_safetensors(args.src, args.dst, options, MPI_COMM_WORLD);
     tensors = exported.tensors;
     bytes = exported.bytes;
-  } else if (from_safetensors) {
-    SafetensorsToCheckpointOptions options;
-    options.split_min_bytes = args.split_min_bytes;
-    options.progress = progress.callback();
-    const auto result = safetensors_to_checkpoint(args.src, args.dst, options, MPI_COMM_WORLD);
-    bytes = tensor_bytes(result.metadata, tensors);
-  } else if (from_torch && to == "h5dcp") {
+  } else if (from_dcp || from_safetensors || (from_torch && to == "h5dcp")) {
+    // Every source with an index converts through the same path, with the same options.
     TorchSaveToCheckpointOptions options;
     options.split_min_bytes = args.split_min_bytes;
     options.progress = progress.callback();
-    const auto result = torch_save_to_checkpoint(args.src, args.dst, options, MPI_COMM_WORLD);
-    bytes = tensor_bytes(result.metadata, tensors);
+    const auto convert = from_dcp           ? dcp_to_checkpoint
+                         : from_safetensors ? safetensors_to_checkpoint
+                                            : torch_save_to_checkpoint;
+    bytes = tensor_bytes(convert(args.src, args.dst, options, MPI_COMM_WORLD).metadata, tensors);
   } else if (!from_torch && to == "h5dcp") {
     // A checkpoint rewritten (e.g. with another rank count: dim-0 shards of every tensor).
     LoadAllOptions load_options;
@@ -177,9 +197,11 @@ int run_convert(const Args& args, const Context& context) {
   }
   progress.finish();
   if (context.rank == 0) {
-    std::cout << "converted '" << args.src << "' (" << describe(kind) << ") to '" << args.dst << "' ("
+    std::cout << "converted '" << args.src << "' (" << (from_dcp ? "PyTorch DCP checkpoint" : describe(kind))
+              << ") to '" << args.dst << "' ("
               << (to == "h5dcp"   ? "h5dcp checkpoint"
                   : to == "torch" ? "torch.save file"
+                  : to == "dcp"   ? "PyTorch DCP checkpoint"
                                   : "safetensors")
               << ")";
     if (to != "torch")
@@ -201,21 +223,26 @@ int run_convert(const Args& args, const Context& context) {
 Command add_convert(CLI::App& parent) {
   auto* app = parent.add_subcommand(
       "convert",
-      "Convert a torch.save file or safetensors to an h5dcp checkpoint, or a checkpoint to a torch.save file or\n"
-      "safetensors; the direction comes from SRC's content (and DST's name: *.safetensors exports safetensors).\n"
-      "Under mpiexec -n M, converting to a checkpoint and exporting safetensors split the work across the M ranks.");
+      "Convert a torch.save file, safetensors or a PyTorch DCP checkpoint directory to an h5dcp checkpoint, or a\n"
+      "checkpoint to a torch.save file, safetensors or a DCP directory; the direction comes from SRC's content (and\n"
+      "DST's name: *.safetensors exports safetensors; a directory, a name ending in '/' or without an extension,\n"
+      "a DCP checkpoint). Under mpiexec -n M, converting to a checkpoint and exporting safetensors or DCP split\n"
+      "the work across the M ranks.");
   auto args = std::make_shared<Args>();
   app->add_option("SRC", args->src,
                   "a torch.save file (zip format), an h5dcp checkpoint, a .safetensors file, a "
-                  "model.safetensors.index.json, or a directory holding one of those")
+                  "model.safetensors.index.json, a directory holding one of those, or a PyTorch DCP checkpoint "
+                  "directory (with its .metadata)")
       ->required();
-  app->add_option("DST", args->dst, "the file to write (atomically: a temporary name, then renamed)")->required();
+  app->add_option("DST", args->dst, "the file or directory to write (atomically: a temporary name, then renamed)")
+      ->required();
   app->add_option("--to", args->to,
-                  "DST's format, torch (torch.save), h5dcp or safetensors; by default h5dcp from torch.save and "
-                  "safetensors, and from a checkpoint safetensors when DST ends in .safetensors or --max-shard-size "
-                  "is given, else torch. --to h5dcp on a checkpoint rewrites it, split by the current ranks; --to "
-                  "torch on a torch.save file re-saves it")
-      ->check(CLI::IsMember({"torch", "h5dcp", "safetensors"}));
+                  "DST's format, torch (torch.save), h5dcp, safetensors or dcp (a PyTorch DCP directory); by "
+                  "default h5dcp from torch.save, safetensors and DCP, and from a checkpoint safetensors when DST "
+                  "ends in .safetensors or --max-shard-size is given, dcp when DST is a directory, ends in '/' or "
+                  "has no extension, else torch. --to h5dcp on a checkpoint rewrites it, split by the current "
+                  "ranks; --to torch on a torch.save file re-saves it")
+      ->check(CLI::IsMember({"torch", "h5dcp", "safetensors", "dcp"}));
   app->add_option("--prefix", args->prefix,
                   "safetensors export: only the tensors under this fqn (e.g. model/), named relative to it");
   app->add_option("--key", args->keys,
@@ -225,7 +252,8 @@ Command add_convert(CLI::App& parent) {
                   "this size (5GB, 500MB, 2GiB) and model.safetensors.index.json");
   app->add_flag("-f,--force", args->force, "replace DST when it exists");
   app->add_option("--split-min-bytes", args->split_min_bytes,
-                  "to a checkpoint under mpiexec: tensors of at least this many bytes are split along dim 0 across "
+                  "to a checkpoint, safetensors or DCP under mpiexec: tensors of at least this many bytes are split "
+                  "along dim 0 across "
                   "the ranks, smaller ones written whole by one rank (default 1 MiB)")
       ->check(CLI::NonNegativeNumber);
   app->footer(kExitCodeHelp);

@@ -1,13 +1,15 @@
 """h5dcp.DCPReader under real torch.distributed.checkpoint.load on N gloo
-ranks (N processes this script starts, a FileStore rendezvous: no ports to
+ranks (and DCP's own FileSystemReader over a directory h5dcp exported) (N processes this script starts, a FileStore rendezvous: no ports to
 agree on). Every tensor of the checkpoint is loaded into a DTensor sharded
 another way than it was saved (Shard(0), Shard(1) or Replicate, by position)
 or into a plain tensor, every value into a placeholder; each rank then checks
 its local shard against h5dcp.load_state_dict of the same file, bit for bit,
 and that every value was replaced by the file's. A second load with
-verify=True must give the same bytes.
+verify=True must give the same bytes. An argument CHECKPOINT=DIRECTORY
+loads the DCP directory DIRECTORY (`h5dcp convert CHECKPOINT DIRECTORY`)
+with FileSystemReader instead, and checks it against CHECKPOINT the same way.
 
-usage: dcp_reader_test.py RANKS CHECKPOINT...
+usage: dcp_reader_test.py RANKS CHECKPOINT[=DIRECTORY]...
 """
 import os
 import struct
@@ -101,11 +103,19 @@ def rank_main(checkpoints, rank, world, store):
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
     mesh = init_device_mesh("cpu", (world,))
     failures = []
-    for checkpoint, verify in [(c, v) for c in checkpoints for v in (False, True)]:
+    loads = []
+    for argument in checkpoints:
+        checkpoint, _, directory = argument.partition("=")
+        if directory:
+            loads.append((checkpoint, lambda d=directory: dcp.FileSystemReader(d)))
+        else:
+            for verify in (False, True):
+                loads.append((checkpoint, lambda c=checkpoint, v=verify: h5dcp.DCPReader(c, verify=v)))
+    for checkpoint, reader in loads:
         whole = h5dcp.load_state_dict(checkpoint)
         expected = []
         state = destination(whole, mesh, [0], expected)
-        dcp.load(state, storage_reader=h5dcp.DCPReader(checkpoint, verify=verify))
+        dcp.load(state, storage_reader=reader())
         check(state, whole, "", failures)
         sharded = 0
         for out, want in expected:
@@ -119,8 +129,8 @@ def rank_main(checkpoints, rank, world, store):
     dist.destroy_process_group()
     for failure in failures[:20]:
         print("rank %d FAIL: %s" % (rank, failure))
-    print("rank %d: %d checkpoints loaded through DCP (each twice: verify off and on), %s"
-          % (rank, len(checkpoints), "bit for bit" if not failures else "%d failures" % len(failures)))
+    print("rank %d: %d loads through DCP (h5dcp.DCPReader with verify off and on, FileSystemReader of exports), %s"
+          % (rank, len(loads), "bit for bit" if not failures else "%d failures" % len(failures)))
     return 1 if failures else 0
 
 

@@ -26,14 +26,15 @@ usage:
 import json
 import os
 import struct
-import subprocess
 import sys
 
 import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import h5dcp  # noqa: E402
+from h5dcp_cli import cli, run  # noqa: E402
 
 DTYPES = ["float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
           "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
@@ -97,19 +98,6 @@ def header_of(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         return json.loads(f.read(n))
-
-
-def run(cmd, expect_ok=True):
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if expect_ok and done.returncode != 0:
-        raise SystemExit("FAIL: %s exited %d:\n%s%s" % (" ".join(cmd), done.returncode, done.stdout, done.stderr))
-    return done
-
-
-def cli(args, ranks, command):
-    if ranks == 1:
-        return [args.cli] + command
-    return [args.mpiexec, "-n", str(ranks), args.cli] + command
 
 
 def make(directory):

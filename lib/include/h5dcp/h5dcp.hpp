@@ -6,6 +6,7 @@
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/checkpoint_manager.hpp"
 #include "h5dcp/checkpoint_reader.hpp"
+#include "h5dcp/dcp.hpp"
 #include "h5dcp/device.hpp"
 #include "h5dcp/dtype.hpp"
 #include "h5dcp/error.hpp"

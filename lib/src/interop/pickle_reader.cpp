@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -57,6 +58,7 @@ enum Op : std::uint8_t {
   kTuple3 = 0x87,
   kNewTrue = 0x88,
   kNewFalse = 0x89,
+  kNewObj = 0x81,
   kLong1 = 0x8a,
   kLong4 = 0x8b,
   kShortBinUnicode = 0x8c,
@@ -93,6 +95,37 @@ std::string supported() {
 }
 
 bool is_builtins(const std::string& module) { return module == "builtins" || module == "__builtin__"; }
+
+// DCP's .metadata: the classes NEWOBJ may make, and the globals it may name
+// (classes, the callables below, torch dtypes). Checked against PyTorch 2.13's
+// torch.distributed.checkpoint (metadata version 1.0.0).
+constexpr const char* kDcpMetadataModule = "torch.distributed.checkpoint.metadata";
+constexpr const char* kDcpMetadataClasses[] = {"Metadata",
+                                               "TensorStorageMetadata",
+                                               "TensorProperties",
+                                               "ChunkStorageMetadata",
+                                               "BytesStorageMetadata",
+                                               "MetadataIndex",
+                                               "StorageMeta"};
+constexpr const char* kPathClasses[] = {"PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath", "Path"};
+
+bool is_dcp_class(const std::string& module, const std::string& name) {
+  if (module == "torch.distributed.checkpoint.filesystem") return name == "_StorageInfo";
+  if (module != kDcpMetadataModule) return false;
+  return std::any_of(std::begin(kDcpMetadataClasses), std::end(kDcpMetadataClasses),
+                     [&](const char* c) { return name == c; });
+}
+
+bool is_dcp_global(const std::string& module, const std::string& name) {
+  if (is_dcp_class(module, name)) return true;
+  if (module == kDcpMetadataModule) return name == "_MEM_FORMAT_ENCODING";
+  if (module == "torch") return name == "Size" || dtype_from_name(name).has_value();
+  if (module == "torch.serialization") return name == "_get_layout";
+  if (module == "collections") return name == "OrderedDict";
+  if (module == "pathlib")
+    return std::any_of(std::begin(kPathClasses), std::end(kPathClasses), [&](const char* c) { return name == c; });
+  return false;
+}
 
 // hostile-input limit: Deeper nesting of lists, tuples and dicts is refused: state dicts nest a
 // few levels, and walks over the objects (and their destructors) recurse.
@@ -133,8 +166,8 @@ std::optional<std::int64_t> product(std::int64_t a, std::int64_t b) {
 
 class Unpickler {
  public:
-  Unpickler(std::string_view data, const std::string& what)
-      : data_(data), what_(what), budget_(kMemoryFloorBytes + kMemoryPerInputByte * data.size()) {}
+  Unpickler(std::string_view data, const std::string& what, PicklesOf kind)
+      : data_(data), what_(what), kind_(kind), budget_(kMemoryFloorBytes + kMemoryPerInputByte * data.size()) {}
 
   // Through the memo a pickle can put a list inside itself, and a few bytes
   // per level nest objects deep enough to overflow the stack of recursive
@@ -204,8 +237,10 @@ class Unpickler {
 
  private:
   [[noreturn]] void fail(const std::string& message) const {
-    throw FormatError("h5dcp: the torch.save pickle (data.pkl) of " + what_ + " cannot be read: " + message +
-                      " (at byte " + std::to_string(op_pos_) + ")");
+    const char* pickle =
+        kind_ == PicklesOf::DcpMetadata ? "the DCP metadata pickle " : "the torch.save pickle (data.pkl) of ";
+    throw FormatError("h5dcp: " + std::string(pickle) + what_ + " cannot be read: " + message + " (at byte " +
+                      std::to_string(op_pos_) + ")");
   }
 
   // Counts `bytes` of memory against the budget (see kMemoryPerInputByte).
@@ -531,6 +566,7 @@ class Unpickler {
     const auto& m = callable.text;
     const auto& n = callable.name;
     const auto& a = args.items;
+    if (kind_ == PicklesOf::DcpMetadata) return call_dcp(callable, args);
     if (m == "collections" && n == "OrderedDict" && a.empty()) return container(Kind::Dict);
     if (m == "torch._utils" && (n == "_rebuild_tensor_v2" || n == "_rebuild_tensor")) return rebuild_tensor(a);
     if (m == "torch._utils" && n == "_rebuild_tensor_v3") return rebuild_tensor_v3(a);
@@ -555,6 +591,57 @@ class Unpickler {
     if (is_builtins(m) && n == "bytes" && a.empty()) return make_text(Kind::Bytes, "");
     if (m == "torch" && n == "Size" && a.size() == 1 && a[0]->kind == Kind::Tuple) return a[0];
     fail("unsupported object " + m + "." + n + " (" + supported() + ")");
+  }
+
+  // The callables DCP's metadata pickles (every global was checked against
+  // is_dcp_global when named): none runs code, each becomes plain data.
+  ObjectPtr call_dcp(const Object& callable, const Object& args) {
+    const auto& m = callable.text;
+    const auto& n = callable.name;
+    const auto& a = args.items;
+    const auto one_of = [&](Kind kind) { return a.size() == 1 && a[0]->kind == kind; };
+    if (m == "torch" && n == "Size" && one_of(Kind::Tuple)) return a[0];
+    if (m == "collections" && n == "OrderedDict" && a.empty()) return container(Kind::Dict);
+    if (m == "torch.serialization" && n == "_get_layout" && one_of(Kind::Str)) return a[0];  // "torch.strided"
+    if (m == kDcpMetadataModule && n == "_MEM_FORMAT_ENCODING" && one_of(Kind::Int)) return a[0];
+    if (m == "pathlib" && !a.empty()) {
+      std::string path;
+      for (const auto& part : a) {
+        if (part->kind != Kind::Str) fail("a pathlib path of " + describe(*part));
+        if (!path.empty() && path.back() != '/') path += '/';
+        path += part->text;
+      }
+      return make_text(Kind::Str, std::move(path));
+    }
+    fail("DCP metadata calls " + m + "." + n + " with " + describe(args) + ", which h5dcp does not read");
+  }
+
+  // NEWOBJ: an instance of an allowed DCP class, without constructor arguments
+  // (dataclasses pickle their fields as BUILD's state).
+  ObjectPtr new_object(const Object& cls, const Object& args) {
+    if (kind_ != PicklesOf::DcpMetadata) fail("NEWOBJ makes " + describe(cls) + " (" + supported() + ")");
+    if (cls.kind != Kind::Global || !is_dcp_class(cls.text, cls.name))
+      fail("NEWOBJ makes " + describe(cls) + ", which is not a DCP metadata class");
+    if (args.kind != Kind::Tuple || !args.items.empty())
+      fail("NEWOBJ makes " + describe(cls) + " with constructor arguments");
+    auto o = container(Kind::Instance);
+    o->text = cls.text;
+    o->name = cls.name;
+    return o;
+  }
+
+  // A global as the pickle names it: anything may be named in a torch.save
+  // pickle (call() refuses what it does not know), only allowed ones in DCP metadata.
+  ObjectPtr global(std::string module, std::string name) {
+    if (kind_ == PicklesOf::DcpMetadata && !is_dcp_global(module, name))
+      fail("it names " + module + "." + name +
+           ", which is not among the classes and functions of DCP metadata that h5dcp reads (nothing in the "
+           "file is executed)");
+    charge(module.size() + name.size());
+    auto g = make(Kind::Global);
+    g->text = std::move(module);
+    g->name = std::move(name);
+    return g;
   }
 
   ObjectPtr tuple_of(std::vector<ObjectPtr> items) {
@@ -721,20 +808,22 @@ class Unpickler {
         return;
       }
       case kGlobal: {
-        auto g = make(Kind::Global);
-        g->text = line();
-        g->name = line();
-        push(std::move(g));
+        auto module = line();
+        auto name = line();
+        push(global(std::move(module), std::move(name)));
         return;
       }
       case kStackGlobal: {
         auto name = pop();
         auto module = pop();
         if (name->kind != Kind::Str || module->kind != Kind::Str) fail("STACK_GLOBAL needs two strings");
-        auto g = make_text(Kind::Global, module->text);
-        charge(name->text.size());
-        g->name = name->text;
-        push(std::move(g));
+        push(global(module->text, name->text));
+        return;
+      }
+      case kNewObj: {
+        auto args = pop();
+        auto cls = pop();
+        push(new_object(*cls, *args));
         return;
       }
       case kReduce: {
@@ -746,12 +835,24 @@ class Unpickler {
       case kBuild: {
         auto state = pop();
         const auto& object = top();
+        if (object->kind == Kind::Instance) {
+          // A dataclass's fields (a dict), or what its __getstate__ returns (a tuple), once.
+          if (!object->entries.empty() || !object->items.empty()) fail("BUILD fills " + describe(*object) + " twice");
+          if (state->kind == Kind::Dict)
+            object->entries = state->entries;
+          else if (state->kind == Kind::Tuple)
+            object->items = state->items;
+          else
+            fail("BUILD fills " + describe(*object) + " with " + describe(*state));
+          return;
+        }
         // Attributes of an OrderedDict (a module state dict's _metadata) or a
         // tensor (Python attributes) have no place in a state dict: dropped.
         if (object->kind != Kind::Dict && object->kind != Kind::Tensor) fail("BUILD on " + describe(*object));
         return;
       }
       case kBinPersId: {
+        if (kind_ == PicklesOf::DcpMetadata) fail("DCP metadata refers to a persistent object");
         auto pid = pop();
         push(persistent(*pid));
         return;
@@ -773,6 +874,7 @@ class Unpickler {
 
   std::string_view data_;
   const std::string& what_;
+  PicklesOf kind_;
   std::size_t pos_ = 0;
   std::size_t op_pos_ = 0;
   std::vector<ObjectPtr> stack_;
@@ -791,8 +893,8 @@ class Unpickler {
 
 }  // namespace
 
-ObjectPtr unpickle(std::string_view data, const std::string& what, UnpickleStats* stats) {
-  Unpickler unpickler(data, what);
+ObjectPtr unpickle(std::string_view data, const std::string& what, UnpickleStats* stats, PicklesOf kind) {
+  Unpickler unpickler(data, what, kind);
   try {
     auto result = unpickler.run();
     unpickler.check_containers();

@@ -16,6 +16,13 @@
 //
 // Anything else (arbitrary classes, sets, sparse or quantized tensors) is a
 // FormatError naming the object and the byte offset. Not torch-dependent.
+//
+// The same reader reads PyTorch DCP's `.metadata` (PicklesOf::DcpMetadata),
+// whose objects are instances of a closed list of classes (DCP's metadata
+// dataclasses, made by NEWOBJ and filled by BUILD) and a few callables
+// (torch.Size, a layout, a memory-format enum, a pathlib path). Every global
+// the pickle names is checked against that list when it is named: any other
+// class or function is refused before anything could call it.
 
 #include <cstdint>
 #include <string>
@@ -24,6 +31,12 @@
 #include "interop/pickle_value.hpp"
 
 namespace h5dcp::detail::pickle {
+
+/// Which pickles, and so which globals are allowed.
+enum class PicklesOf : std::uint8_t {
+  TorchSave,    ///< a torch.save data.pkl: containers, scalars, tensors
+  DcpMetadata,  ///< a DCP .metadata: its dataclasses, containers, scalars
+};
 
 /// What reading a pickle took, for tests of its bounds.
 struct UnpickleStats {
@@ -36,6 +49,7 @@ struct UnpickleStats {
 /// errors (e.g. "'model.pt'"). Throws FormatError on anything malformed or
 /// unsupported, or on a pickle that needs more memory than its size
 /// justifies (a budget proportional to its bytes: see pickle_reader.cpp).
-ObjectPtr unpickle(std::string_view data, const std::string& what, UnpickleStats* stats = nullptr);
+ObjectPtr unpickle(std::string_view data, const std::string& what, UnpickleStats* stats = nullptr,
+                   PicklesOf kind = PicklesOf::TorchSave);
 
 }  // namespace h5dcp::detail::pickle

@@ -16,6 +16,7 @@ std::string describe(const Object& object) {
     case Kind::Tensor: return "a tensor";
     case Kind::Storage: return "a storage";
     case Kind::Global: return (object.unstorable_tensor ? "a tensor of dtype " : "") + object.text + "." + object.name;
+    case Kind::Instance: return "a " + object.text + "." + object.name;
   }
   return "an unknown object";
 }

@@ -37,7 +37,25 @@ struct TensorView {
   std::vector<std::int64_t> strides;
 };
 
-enum class Kind : std::uint8_t { None, Bool, Int, Float, Str, Bytes, List, Tuple, Dict, Tensor, Storage, Global };
+/// Instance: an object of an allowed class (PyTorch DCP's metadata
+/// dataclasses), made by NEWOBJ and filled by BUILD: `text` and `name` name
+/// its class, `entries` hold the attributes of a dict state (str keys),
+/// `items` a tuple state (TensorProperties pickles one).
+enum class Kind : std::uint8_t {
+  None,
+  Bool,
+  Int,
+  Float,
+  Str,
+  Bytes,
+  List,
+  Tuple,
+  Dict,
+  Tensor,
+  Storage,
+  Global,
+  Instance
+};
 
 struct Object;
 /// Objects are shared: a pickle's memo refers to the same object from several
@@ -58,10 +76,10 @@ struct Object {
     std::int64_t integer = 0;  ///< Int
     double real;               ///< Float
   };
-  std::string text;              ///< Str (UTF-8), Bytes (raw); Global: the module ("torch._utils")
-  std::string name;              ///< Global: "_rebuild_tensor_v2"
-  std::vector<ObjectPtr> items;  ///< List, Tuple
-  std::vector<std::pair<ObjectPtr, ObjectPtr>> entries;  ///< Dict, in insertion order
+  std::string text;              ///< Str (UTF-8), Bytes (raw); Global, Instance: the module ("torch._utils")
+  std::string name;              ///< Global: "_rebuild_tensor_v2"; Instance: the class ("Metadata")
+  std::vector<ObjectPtr> items;  ///< List, Tuple; Instance: a tuple state; Global: call arguments (writer only)
+  std::vector<std::pair<ObjectPtr, ObjectPtr>> entries;  ///< Dict, in insertion order; Instance: attributes
   std::shared_ptr<const TensorView> tensor;              ///< Tensor
   std::shared_ptr<const Storage> storage;                ///< Storage
 

@@ -197,8 +197,39 @@ class Pickler {
         }
         return;
       }
-      case Kind::Storage:
-      case Kind::Global: break;
+      case Kind::Global: {
+        // A global (torch.float32), or with arguments a call of it (torch.Size((2, 3))).
+        global(o.text.c_str(), o.name.c_str());
+        if (o.items.empty()) return;
+        op('(');
+        for (const auto& item : o.items) write(*item);
+        op('t');
+        op('R');
+        return;
+      }
+      case Kind::Instance: {
+        // As Python pickles a dataclass: cls.__new__(cls), then BUILD with its
+        // state: the tuple its __getstate__ returns, else its fields' dict.
+        global(o.text.c_str(), o.name.c_str());
+        op(')');
+        op('\x81');  // NEWOBJ
+        if (!o.items.empty()) {
+          op('(');
+          for (const auto& item : o.items) write(*item);
+          op('t');
+        } else {
+          op('}');
+          op('(');
+          for (const auto& [key, value] : o.entries) {
+            write(*key);
+            write(*value);
+          }
+          op('u');
+        }
+        op('b');
+        return;
+      }
+      case Kind::Storage: break;
     }
     throw UsageError("h5dcp: cannot pickle " + describe(o) + " into a torch.save file");
   }

@@ -26,7 +26,6 @@
 #include <optional>
 
 #include "api/checkpoint_session.hpp"
-#include "api/verified_read.hpp"
 #include "base/byte_codec.hpp"
 #include "base/key_escape.hpp"
 #include "comm/comm.hpp"
@@ -35,8 +34,10 @@
 #include "h5dcp/state_dict.hpp"
 #include "hdf5/container_reader.hpp"
 #include "hdf5/hdf5_access.hpp"
+#include "interop/export_files.hpp"
 #include "interop/safetensors_header.hpp"
 #include "interop/torch_save_index.hpp"
+#include "plan/row_split.hpp"
 #include "storage/durable_file.hpp"
 #include "storage/file_descriptor.hpp"
 #include "torch/dtype_mapping.hpp"
@@ -271,71 +272,18 @@ Layout plan_export(const std::string& src, const std::string& dst, const Checkpo
   return layout;
 }
 
-// A piece of a tensor one rank writes: rows [row, row + rows) of entry `entry`.
-struct Piece {
-  std::size_t entry = 0;
-  std::int64_t row = 0;
-  std::int64_t rows = 0;
-};
-
-// Every rank computes the same assignment: large tensors split along dim 0
-// as torch.chunk does, the others whole to the least loaded rank.
-std::vector<Piece> pieces_of(const Layout& layout, std::int64_t split_min_bytes, int rank, int size) {
-  std::vector<std::int64_t> load(static_cast<std::size_t>(size), 0);
-  std::vector<Piece> mine;
-  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
-    const auto& e = layout.entries[i];
-    const auto bytes = bytes_of(e);
-    if (bytes == 0) continue;
-    const auto rows = e.shape.empty() ? 1 : e.shape[0];
-    if (size > 1 && !e.shape.empty() && bytes >= split_min_bytes) {
-      const auto per_rank = (rows + size - 1) / size;
-      for (int r = 0; r < size; ++r) {
-        const auto start = std::min<std::int64_t>(rows, per_rank * r);
-        const auto count = std::max<std::int64_t>(0, std::min(per_rank, rows - start));
-        load[static_cast<std::size_t>(r)] += count * (bytes / rows);
-        if (r == rank && count > 0) mine.push_back(Piece{i, start, count});
-      }
-      continue;
-    }
-    const auto least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    load[static_cast<std::size_t>(least)] += bytes;
-    if (least == rank) mine.push_back(Piece{i, 0, rows});
-  }
-  return mine;
+// The pieces this rank writes (plan/row_split.hpp).
+std::vector<detail::RowPiece> pieces_of(const Layout& layout, std::int64_t split_min_bytes, int rank, int size) {
+  std::vector<detail::RowSplitTensor> tensors;
+  tensors.reserve(layout.entries.size());
+  for (const auto& e : layout.entries) tensors.push_back({e.shape, static_cast<std::int64_t>(dtype_size(e.dtype))});
+  auto pieces = detail::split_rows(tensors, split_min_bytes, size);
+  pieces.erase(std::remove_if(pieces.begin(), pieces.end(), [&](const detail::RowPiece& p) { return p.rank != rank; }),
+               pieces.end());
+  return pieces;
 }
 
-// Reads `box` of the tensor `fqn` (checksums checked where the file has them).
-at::Tensor read_checked(detail::ContainerReader& reader, const detail::CheckpointIndex& index, const std::string& fqn,
-                        const ChunkStorageMetadata& box) {
-  const auto& storage = std::get<TensorStorageMetadata>(index.metadata.state_dict_metadata.at(fqn));
-  auto out = at::empty(box.sizes, at::TensorOptions().dtype(detail::to_scalar_type(storage.properties.dtype)));
-  detail::Hdf5Access access;
-  const auto sums = index.checksums.find(fqn);
-  if (sums == index.checksums.end()) {
-    reader.read(fqn, storage.properties.dtype, box, out.data_ptr());
-    return out;
-  }
-  ReadItem item;
-  item.dest_index = MetadataIndex{fqn, std::nullopt, std::nullopt};
-  item.dest_offsets = Shape(box.offsets.size(), 0);
-  item.storage_fqn = fqn;
-  item.storage_offsets = box.offsets;
-  item.lengths = box.sizes;
-  item.dtype = storage.properties.dtype;
-  for (std::size_t c = 0; c < storage.chunks.size(); ++c) {
-    const auto& chunk = storage.chunks[c];
-    bool overlaps = true;
-    for (std::size_t d = 0; d < box.offsets.size(); ++d)
-      overlaps = overlaps && chunk.offsets[d] < box.offsets[d] + box.sizes[d] &&
-                 box.offsets[d] < chunk.offsets[d] + chunk.sizes[d];
-    if (overlaps) item.source_chunks.push_back(c);
-  }
-  detail::read_verified(reader, item, out, storage, sums->second);
-  return out;
-}
-
-void write_pieces(const std::string& src, const Layout& layout, const std::vector<Piece>& pieces,
+void write_pieces(const std::string& src, const Layout& layout, const std::vector<detail::RowPiece>& pieces,
                   const ProgressCallback& progress) {
   if (pieces.empty()) return;
   detail::CheckpointIndex index;
@@ -347,12 +295,14 @@ void write_pieces(const std::string& src, const Layout& layout, const std::vecto
   }
   std::vector<detail::FileDescriptor> files(layout.temporary_files.size());
   Progress done;
-  for (const auto& p : pieces)
-    done.bytes_total += p.rows * (bytes_of(layout.entries[p.entry]) /
-                                  (layout.entries[p.entry].shape.empty() ? 1 : layout.entries[p.entry].shape[0]));
+  const auto piece_bytes = [&](const detail::RowPiece& p) {
+    const auto& e = layout.entries[p.tensor];
+    return p.rows * detail::row_bytes(e.shape, static_cast<std::int64_t>(dtype_size(e.dtype)));
+  };
+  for (const auto& p : pieces) done.bytes_total += piece_bytes(p);
   done.items_total = static_cast<std::int64_t>(pieces.size());
   for (const auto& p : pieces) {
-    const auto& e = layout.entries[p.entry];
+    const auto& e = layout.entries[p.tensor];
     auto& fd = files[e.shard];
     if (!fd) fd = detail::FileDescriptor::open(layout.temporary_files[e.shard], O_WRONLY);
     const auto element = static_cast<std::int64_t>(dtype_size(e.dtype));
@@ -365,14 +315,14 @@ void write_pieces(const std::string& src, const Layout& layout, const std::vecto
       std::uint64_t at = e.offset;
       for (std::size_t d = 0; d < slab.offsets.size(); ++d)
         at += static_cast<std::uint64_t>(slab.offsets[d] * inner[d]);
-      const auto block = read_checked(*reader, index, e.fqn, slab);
+      const auto block = detail::read_checked_block(*reader, index, e.fqn, slab);
       const auto n = static_cast<std::size_t>(detail::volume(slab.sizes) * element);
       if (const int error = detail::pwrite_fully(fd.get(), block.data_ptr(), n, at))
         throw IoError("h5dcp: writing '" + layout.temporary_files[e.shard] + "' failed: " + std::strerror(error));
     }
     if (progress) {
       done.items_done += 1;
-      done.bytes_done += p.rows * (bytes_of(e) / (e.shape.empty() ? 1 : e.shape[0]));
+      done.bytes_done += piece_bytes(p);
       done.current = e.fqn;
       progress(done);
     }
@@ -382,27 +332,6 @@ void write_pieces(const std::string& src, const Layout& layout, const std::vecto
       throw IoError("h5dcp: fsync of '" + layout.temporary_files[k] + "' failed: " + std::strerror(errno));
   detail::Hdf5Access access;
   reader->close();
-}
-
-// Moves an earlier sharded export at `dst` aside and removes the files its
-// index names (and the directory, when nothing else is left in it).
-void retire_directory(const std::string& dst) noexcept {
-  try {
-    const auto aside = detail::temporary_sibling(dst);
-    if (::rename(dst.c_str(), aside.c_str()) != 0) return;
-    if (DIR* dir = ::opendir(aside.c_str())) {
-      std::vector<std::string> names;
-      while (const auto* entry = ::readdir(dir)) {
-        const std::string name = entry->d_name;
-        if (name == kIndexName || (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0))
-          names.push_back(name);
-      }
-      ::closedir(dir);
-      for (const auto& name : names) detail::remove_quietly(child(aside, name));
-    }
-    ::rmdir(aside.c_str());
-  } catch (...) {
-  }
 }
 
 std::vector<std::string> publish(const std::string& dst, const Layout& layout) {
@@ -425,7 +354,10 @@ std::vector<std::string> publish(const std::string& dst, const Layout& layout) {
   // rename(2) does not replace a non-empty directory: an earlier export is
   // moved aside just before the new one takes its name.
   struct stat info {};
-  if (::stat(dst.c_str(), &info) == 0) retire_directory(dst);
+  if (::stat(dst.c_str(), &info) == 0)
+    detail::retire_directory(dst, [](const std::string& name) {
+      return name == kIndexName || (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0);
+    });
   detail::publish_by_rename(layout.temporary_directory, dst);
   std::vector<std::string> files;
   files.reserve(layout.final_names.size() + 1);

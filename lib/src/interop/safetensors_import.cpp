@@ -18,6 +18,7 @@
 #include "interop/indexed_convert.hpp"
 #include "interop/safetensors_header.hpp"
 #include "interop/safetensors_index.hpp"
+#include "interop/source_files.hpp"
 #include "interop/torch_save_index.hpp"
 
 namespace h5dcp {
@@ -43,20 +44,6 @@ std::string directory_of(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
 }
 
-std::string read_small_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<std::uint64_t>(in.tellg());
-  if (size > kMaxIndexBytes)
-    throw FormatError("h5dcp: '" + path + "' is too large for a safetensors index (" + std::to_string(size) +
-                      " bytes; the limit is " + std::to_string(kMaxIndexBytes) + ")");
-  in.seekg(0);
-  std::string text(size, '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(size))) throw IoError("h5dcp: reading '" + path + "' failed");
-  return text;
-}
-
 // The source as a list of safetensors files: the file itself, the shards an
 // index names, or what a directory holds (an index, else its one file).
 std::vector<std::string> source_files(const std::string& src, std::map<std::string, std::string>& weight_map) {
@@ -76,7 +63,8 @@ std::vector<std::string> source_files(const std::string& src, std::map<std::stri
   } else {
     return {src};
   }
-  weight_map = detail::parse_safetensors_index(read_small_file(index_path), index_path);
+  weight_map = detail::parse_safetensors_index(
+      detail::read_small_file(index_path, kMaxIndexBytes, "a safetensors index"), index_path);
   std::set<std::string> names;
   for (const auto& [tensor, file] : weight_map) names.insert(file);
   const auto directory = directory_of(index_path) + "/";
@@ -141,10 +129,8 @@ TorchSaveIndex safetensors_index(const std::string& src) {
                           "', which its index does not map to it");
       detail::TorchStorageInfo storage{t.dtype, detail::volume(t.shape), header.data_start + t.begin, f};
       index.storages.emplace(fqn, storage);
-      detail::Shape strides(t.shape.size(), 1);
-      for (std::size_t d = t.shape.size(); d-- > 1;)
-        strides[d - 1] = strides[d] * std::max<std::int64_t>(t.shape[d], 1);
-      index.tensors.emplace(fqn, detail::TorchTensorInfo{fqn, t.dtype, 0, t.shape, strides});
+      index.tensors.emplace(fqn,
+                            detail::TorchTensorInfo{fqn, t.dtype, 0, t.shape, detail::contiguous_strides(t.shape)});
       add_containers(index, fqn);
     }
   }

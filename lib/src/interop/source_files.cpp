@@ -29,6 +29,26 @@ SourceFile::SourceFile(const std::string& path, std::uint64_t expected_size) : p
   }
 }
 
+std::string read_small_file(const std::string& path, std::uint64_t max_bytes, const std::string& what) {
+  const auto fd = FileDescriptor::open_or_invalid(path, O_RDONLY);
+  struct stat info {};
+  if (!fd || ::fstat(fd.get(), &info) != 0)
+    throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno));
+  const auto size = static_cast<std::uint64_t>(info.st_size);
+  if (size > max_bytes)
+    throw FormatError("h5dcp: '" + path + "' is too large for " + what + " (" + std::to_string(size) +
+                      " bytes; the limit is " + std::to_string(max_bytes) + ")");
+  std::string text(static_cast<std::size_t>(size), '\0');
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const auto n = ::pread(fd.get(), text.data() + done, text.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw IoError("h5dcp: reading '" + path + "' failed: " + std::strerror(n < 0 ? errno : EIO));
+    done += static_cast<std::size_t>(n);
+  }
+  return text;
+}
+
 void SourceFile::read(void* out, std::size_t size, std::uint64_t offset) const {
   auto* p = static_cast<char*>(out);
   while (size > 0) {

@@ -43,6 +43,11 @@ class SourceFiles {
   std::vector<std::unique_ptr<SourceFile>> files_;
 };
 
+/// The whole file `path` (an index, a DCP .metadata), of at most
+/// `max_bytes`: a larger one is a FormatError naming it as `what` ("a
+/// safetensors index"). Throws IoError when it cannot be read.
+std::string read_small_file(const std::string& path, std::uint64_t max_bytes, const std::string& what);
+
 /// The block `box` of `tensor`, read straight from its storage's bytes: the
 /// span of storage elements the block touches, viewed with the tensor's
 /// strides, as a new contiguous CPU tensor.

@@ -3,12 +3,15 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 #include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "h5dcp/error.hpp"
 #include "h5dcp/file_kind.hpp"
@@ -70,39 +73,70 @@ std::uint64_t le(const char* p, std::size_t bytes) {
   return value;
 }
 
+// A zip archive: a whole file, or the bytes [offset, offset + length) of
+// one (a DCP .distcp file holds one torch.save archive per item).
 class ZipFile {
  public:
-  explicit ZipFile(const std::string& path) : path_(path) {
+  ZipFile(const std::string& path, const ArchiveWindow& window) : path_(path), base_(window.offset) {
     fd_ = FileDescriptor::open_or_invalid(path, O_RDONLY);
     if (!fd_) throw IoError("h5dcp: opening " + in_quotes(path) + " failed: " + std::strerror(errno));
     struct stat info {};
     if (::fstat(fd_.get(), &info) != 0)
       throw IoError("h5dcp: stat of " + in_quotes(path) + " failed: " + std::strerror(errno));
-    size_ = static_cast<std::uint64_t>(info.st_size);
+    file_size_ = static_cast<std::uint64_t>(info.st_size);
+    size_ = window.whole() ? file_size_ : window.length;
+    if (base_ > file_size_ || size_ > file_size_ - base_)
+      throw FormatError("h5dcp: " + in_quotes(path) + " is truncated: it has " + std::to_string(file_size_) +
+                        " bytes, and an archive is said to lie at bytes [" + std::to_string(base_) + ", " +
+                        std::to_string(base_ + size_) + ")");
   }
   ZipFile(const ZipFile&) = delete;
   ZipFile& operator=(const ZipFile&) = delete;
 
   std::uint64_t size() const noexcept { return size_; }
+  std::uint64_t base() const noexcept { return base_; }
+  std::uint64_t file_size() const noexcept { return file_size_; }
 
-  // `bytes` bytes at `offset`, which the caller checked lie inside the file.
+  // `bytes` bytes at `offset` of the archive, which the caller checked lie inside it.
   std::string read(std::uint64_t offset, std::uint64_t bytes) const {
     std::string out(static_cast<std::size_t>(bytes), '\0');
+    read_into(out.data(), out.size(), offset);
+    return out;
+  }
+  void read_into(void* out, std::size_t bytes, std::uint64_t offset) const {
+    auto* p = static_cast<char*>(out);
     std::size_t done = 0;
-    while (done < out.size()) {
-      const auto n = ::pread(fd_.get(), out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    while (done < bytes) {
+      const auto n = ::pread(fd_.get(), p + done, bytes - done, static_cast<off_t>(base_ + offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0)
         throw IoError("h5dcp: reading " + in_quotes(path_) + " failed: " + std::strerror(n < 0 ? errno : EIO));
       done += static_cast<std::size_t>(n);
     }
-    return out;
   }
 
  private:
   std::string path_;
   FileDescriptor fd_;
+  std::uint64_t base_ = 0;
   std::uint64_t size_ = 0;
+  std::uint64_t file_size_ = 0;
+};
+
+// LibTorch's zip reader over a ZipFile, so that it reads a window of a file.
+class ZipFileAdapter final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit ZipFileAdapter(std::shared_ptr<const ZipFile> file) : file_(std::move(file)) {}
+  std::size_t size() const override { return static_cast<std::size_t>(file_->size()); }
+  std::size_t read(std::uint64_t pos, void* buf, std::size_t n, const char* /*what*/) const override {
+    if (pos >= file_->size()) return 0;
+    n = static_cast<std::size_t>(std::min<std::uint64_t>(n, file_->size() - pos));
+    file_->read_into(buf, n, pos);
+    return n;
+  }
+
+ private:
+  std::shared_ptr<const ZipFile> file_;
 };
 
 [[noreturn]] void damaged_zip(const std::string& path, const std::string& what) {
@@ -153,8 +187,7 @@ ZipDirectory find_directory(const ZipFile& file, const std::string& path) {
 // uncompressed. torch.save stores its records; a compressed one is refused,
 // because its size cannot be checked against the file (a few KB of deflate
 // stream inflate to GBs) and because records are read in place.
-void check_zip_directory(const std::string& path) {
-  const ZipFile file(path);
+void check_zip_directory(const ZipFile& file, const std::string& path) {
   const auto dir = find_directory(file, path);
   const auto entries = file.read(dir.offset, dir.size);
   std::size_t at = 0;
@@ -183,12 +216,22 @@ void check_zip_directory(const std::string& path) {
 
 }  // namespace
 
-TorchSaveReader::TorchSaveReader(const std::string& path) : path_(path) {
-  const auto kind = detect_file_kind(path);  // IoError when missing or unreadable
-  if (kind != FileKind::TorchSave) throw FormatError(not_torch_save(path, kind));
-  check_zip_directory(path);
-  zip_ = zip_call("reading the zip archive " + in_quotes(path),
-                  [&] { return std::make_unique<caffe2::serialize::PyTorchStreamReader>(path); });
+TorchSaveReader::TorchSaveReader(const std::string& path, const ArchiveWindow& window) : path_(path) {
+  if (window.whole()) {
+    const auto kind = detect_file_kind(path);  // IoError when missing or unreadable
+    if (kind != FileKind::TorchSave) throw FormatError(not_torch_save(path, kind));
+  }
+  auto file = std::make_shared<const ZipFile>(path, window);
+  if (!window.whole() && (file->size() < 4 || file->read(0, 4) != "PK\x03\x04"))
+    damaged_zip(path, "the " + std::to_string(window.length) + " bytes at " + std::to_string(window.offset) +
+                          " are not a zip archive");
+  check_zip_directory(*file, path);
+  base_ = file->base();
+  size_ = file->size();
+  file_size_ = file->file_size();
+  zip_ = zip_call("reading the zip archive " + in_quotes(path), [&] {
+    return std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::make_shared<ZipFileAdapter>(file));
+  });
   if (!zip_->hasRecord("data.pkl"))
     throw FormatError("h5dcp: " + in_quotes(path) + " is a zip archive without data.pkl, so not a torch.save file");
   if (zip_->hasRecord("byteorder")) {
@@ -207,10 +250,21 @@ TorchSaveIndex TorchSaveReader::read_index() {
   auto [data, size] = zip_call("reading data.pkl of " + in_quotes(path_), [&] { return zip_->getRecord("data.pkl"); });
   const auto root = pickle::unpickle(std::string_view(static_cast<const char*>(data.get()), size), in_quotes(path_));
   auto index = index_torch_save(*root, in_quotes(path_), size);
-  struct stat info {};
-  if (::stat(path_.c_str(), &info) != 0)
-    throw IoError("h5dcp: stat of " + in_quotes(path_) + " failed: " + std::strerror(errno));
-  index.file_size = static_cast<std::uint64_t>(info.st_size);
+  locate_storages(index);
+  return index;
+}
+
+TorchSaveIndex TorchSaveReader::read_object_index(const std::string& fqn, const std::string& what) {
+  auto [data, size] = zip_call("reading data.pkl of " + what, [&] { return zip_->getRecord("data.pkl"); });
+  const auto root = pickle::unpickle(std::string_view(static_cast<const char*>(data.get()), size), what);
+  TorchSaveIndex index;
+  index_torch_object(*root, fqn, index, what, size);
+  locate_storages(index);
+  return index;
+}
+
+void TorchSaveReader::locate_storages(TorchSaveIndex& index) {
+  index.file_size = file_size_;
   for (auto& [key, storage] : index.storages) {
     const auto name = "data/" + key;
     if (!zip_->hasRecord(name))
@@ -224,11 +278,11 @@ TorchSaveIndex TorchSaveReader::read_index() {
     if (bytes > record)
       throw FormatError("h5dcp: record " + name + " of " + in_quotes(path_) + " has " + std::to_string(record) +
                         " bytes, its storage needs " + std::to_string(bytes));
-    if (storage.data_offset > index.file_size || bytes > index.file_size - storage.data_offset)
-      throw FormatError("h5dcp: " + in_quotes(path_) + " is truncated: record " + name +
-                        " runs past the end of the file");
+    if (storage.data_offset > size_ || bytes > size_ - storage.data_offset)
+      throw FormatError("h5dcp: " + in_quotes(path_) + " is truncated: record " + name + " runs past the end of " +
+                        (base_ == 0 && size_ == file_size_ ? "the file" : "its archive"));
+    storage.data_offset += base_;  // where the bytes are in the file
   }
-  return index;
 }
 
 at::Tensor TorchSaveReader::read_storage(const std::string& key, const TorchStorageInfo& info) {
@@ -307,6 +361,28 @@ void TorchSaveWriter::commit() {
   fd_.close(temp_path_);  // throws "h5dcp: closing '<temp>' failed: ..."
   publish_by_rename(temp_path_, path_);
   committed_ = true;
+}
+
+std::uint64_t append_torch_save_archive(int fd, const std::string& path, const std::vector<ArchiveRecord>& records) {
+  std::uint64_t written = 0;
+  int io_errno = 0;  // the first write failure: LibTorch's writer sees every write succeed
+  bool discarding = false;
+  caffe2::serialize::PyTorchStreamWriter zip([&](const void* data, std::size_t size) {
+    if (discarding || io_errno != 0) return size;
+    io_errno = write_fully(fd, data, size);
+    written += size;
+    return size;
+  });
+  try {
+    for (const auto& record : records) zip.writeRecord(record.name, record.data, record.size);
+    zip.writeRecord("byteorder", "little", 6);
+    zip.writeEndOfFile();
+  } catch (const c10::Error& e) {
+    discarding = true;
+    throw IoError("h5dcp: writing an archive into " + in_quotes(path) + " failed: " + e.what_without_backtrace());
+  }
+  if (io_errno != 0) throw IoError("h5dcp: writing " + in_quotes(path) + " failed: " + std::strerror(io_errno));
+  return written;
 }
 
 }  // namespace h5dcp::detail

@@ -73,6 +73,43 @@ void add_slabs(std::vector<Shard>& shards, DType dtype, const Shape& offsets, co
   }
 }
 
+// Tensors stored in chunks (a DCP checkpoint's shards): every rank writes the
+// pieces it is given, a chunk's pieces being slabs of its rows (one per rank
+// for chunks of at least split_min_bytes), handed out in index order to the
+// rank with the fewest bytes so far. Every rank computes the same split.
+void add_chunked(FlatStateDict& flat, const detail::TorchSaveIndex& index, std::int64_t split_min_bytes, int rank,
+                 int size) {
+  std::vector<std::int64_t> load(static_cast<std::size_t>(size), 0);
+  for (const auto& [fqn, t] : index.chunked) {
+    if (detail::volume(t.size) == 0) {
+      flat.leaves.emplace(fqn, placeholder(t.dtype, t.size));
+      continue;
+    }
+    const auto element = static_cast<std::int64_t>(dtype_size(t.dtype));
+    std::vector<Shard> shards;
+    for (const auto& chunk : t.chunks) {
+      const auto& box = chunk.box;
+      const auto bytes = detail::volume(box.sizes) * element;
+      if (bytes == 0) continue;
+      const auto rows = box.sizes.empty() ? 1 : box.sizes[0];
+      const auto parts = size > 1 && bytes >= split_min_bytes ? std::min<std::int64_t>(rows, size) : 1;
+      for (std::int64_t p = 0; p < parts; ++p) {
+        auto offsets = box.offsets;
+        auto sizes = box.sizes;
+        if (parts > 1) {
+          const auto start = rows * p / parts;
+          offsets[0] += start;
+          sizes[0] = rows * (p + 1) / parts - start;
+        }
+        const auto least = std::min_element(load.begin(), load.end()) - load.begin();
+        load[static_cast<std::size_t>(least)] += detail::volume(sizes) * element;
+        if (least == rank) add_slabs(shards, t.dtype, offsets, sizes);
+      }
+    }
+    flat.leaves.emplace(fqn, ShardedTensor(t.size, std::move(shards)));
+  }
+}
+
 StateDict placeholder_state(const detail::TorchSaveIndex& index, std::int64_t split_min_bytes, int rank, int size) {
   FlatStateDict flat;
   flat.containers = index.containers;
@@ -103,6 +140,7 @@ StateDict placeholder_state(const detail::TorchSaveIndex& index, std::int64_t sp
     }
     flat.leaves.emplace(fqn, ShardedTensor(t.sizes, std::move(shards)));
   }
+  add_chunked(flat, index, split_min_bytes, rank, size);
   for (const auto& [fqn, v] : index.values) flat.leaves.emplace(fqn, detail::decode_value(v.encoding, v.payload, fqn));
   return unflatten_state_dict(flat);
 }
@@ -114,12 +152,10 @@ class TorchSaveSourcePlanner final : public DefaultSavePlanner {
       : index_(index), files_(files), callback_(std::move(progress)), progress_(std::move(totals)) {}
 
   at::Tensor resolve_tensor(const PlannedTensor& tensor, const PlannedChunk& chunk) override {
-    const auto& info = index_.tensors.at(tensor.fqn);
-    const auto& storage = index_.storages.at(info.storage);
-    auto block = read_block(files_.of(storage), storage, info, chunk.chunk);
+    auto block = read(tensor.fqn, chunk.chunk);
     if (callback_) {
       progress_.items_done += 1;
-      progress_.bytes_done += detail::volume(chunk.chunk.sizes) * static_cast<std::int64_t>(dtype_size(info.dtype));
+      progress_.bytes_done += static_cast<std::int64_t>(block.nbytes());
       progress_.current = tensor.fqn;
       callback_(progress_);
     }
@@ -127,17 +163,28 @@ class TorchSaveSourcePlanner final : public DefaultSavePlanner {
   }
 
  private:
+  // The block `box` of `fqn`, from its storage, or from the one stored chunk that holds it.
+  at::Tensor read(const std::string& fqn, const ChunkStorageMetadata& box) const {
+    const auto whole = index_.tensors.find(fqn);
+    if (whole != index_.tensors.end()) {
+      const auto& storage = index_.storages.at(whole->second.storage);
+      return read_block(files_.of(storage), storage, whole->second, box);
+    }
+    for (const auto& stored : index_.chunked.at(fqn).chunks) {
+      if (!detail::contains(stored.box, box)) continue;
+      ChunkStorageMetadata inside{box.offsets, box.sizes};
+      for (std::size_t d = 0; d < inside.offsets.size(); ++d) inside.offsets[d] -= stored.box.offsets[d];
+      const auto& storage = index_.storages.at(stored.view.storage);
+      return read_block(files_.of(storage), storage, stored.view, inside);
+    }
+    throw std::logic_error("h5dcp: no stored chunk of '" + fqn + "' holds the block " + detail::describe_box(box));
+  }
+
   const detail::TorchSaveIndex& index_;
   const SourceFiles& files_;
   ProgressCallback callback_;
   Progress progress_;
 };
-
-std::vector<std::int64_t> contiguous_strides(const Shape& sizes) {
-  std::vector<std::int64_t> strides(sizes.size(), 1);
-  for (std::size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<std::int64_t>(sizes[d], 1);
-  return strides;
-}
 
 }  // namespace
 
@@ -168,6 +215,12 @@ SaveResult convert_index_to_checkpoint(const std::function<Bytes()>& read_index,
           split_block(t.sizes, static_cast<std::int64_t>(dtype_size(t.dtype)), kConvertSlabBytes).size());
       totals.bytes_total += tensor_bytes(t);
     }
+    for (const auto& [fqn, t] : index.chunked)
+      for (const auto& chunk : t.chunks) {
+        totals.items_total += static_cast<std::int64_t>(
+            split_block(chunk.box.sizes, static_cast<std::int64_t>(dtype_size(t.dtype)), kConvertSlabBytes).size());
+        totals.bytes_total += volume(chunk.box.sizes) * static_cast<std::int64_t>(dtype_size(t.dtype));
+      }
   }
   TorchSaveSourcePlanner planner(index, *files, options.progress, totals);
   SaveOptions save_options;
@@ -219,7 +272,7 @@ void checkpoint_to_torch_save(const std::string& src, const std::string& dst,
     storage->dtype = t.properties.dtype;
     storage->numel = detail::volume(t.size);
     records.emplace_back(fqn, storage);
-    return detail::pickle::Object::tensor_of({storage, 0, t.size, contiguous_strides(t.size)});
+    return detail::pickle::Object::tensor_of({storage, 0, t.size, detail::contiguous_strides(t.size)});
   });
   const auto data = detail::pickle::pickle(*root);
 

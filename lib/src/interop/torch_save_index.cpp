@@ -79,7 +79,8 @@ class Indexer {
         return;
       case Kind::Bytes: value(fqn, "bytes", o.text); return;
       case Kind::Storage:
-      case Kind::Global: break;
+      case Kind::Global:
+      case Kind::Instance: break;
     }
     fail(fqn, "is " + pickle::describe(o) + ", which h5dcp cannot store" +
                   (o.unstorable_tensor ? " (it stores " + supported_dtype_names() + ")" : std::string()));
@@ -136,6 +137,11 @@ class Indexer {
 void put_shape(ByteWriter& w, const Shape& s) { w.put_ints(s); }
 
 }  // namespace
+
+void index_torch_object(const pickle::Object& object, const std::string& fqn, TorchSaveIndex& index,
+                        const std::string& what, std::uint64_t pickle_bytes) {
+  Indexer(index, what, pickle_bytes).visit(object, fqn);
+}
 
 TorchSaveIndex index_torch_save(const pickle::Object& root, const std::string& what, std::uint64_t pickle_bytes) {
   if (root.kind != pickle::Kind::Dict)
@@ -215,6 +221,22 @@ Bytes encode(const TorchSaveIndex& index) {
     w.put_string(index.files[i]);
     w.put(index.file_sizes.at(i));
   }
+  w.put<std::uint64_t>(index.chunked.size());
+  for (const auto& [fqn, t] : index.chunked) {
+    w.put_string(fqn);
+    w.put(t.dtype);
+    put_shape(w, t.size);
+    w.put<std::uint64_t>(t.chunks.size());
+    for (const auto& chunk : t.chunks) {
+      put_shape(w, chunk.box.offsets);
+      put_shape(w, chunk.box.sizes);
+      w.put_string(chunk.view.storage);
+      w.put(chunk.view.dtype);
+      w.put(chunk.view.storage_offset);
+      put_shape(w, chunk.view.sizes);
+      put_shape(w, chunk.view.strides);
+    }
+  }
   return w.take();
 }
 
@@ -256,6 +278,24 @@ TorchSaveIndex decode_torch_save_index(std::string_view bytes) {
     index.files.push_back(r.get_string());
     index.file_sizes.push_back(r.get<std::uint64_t>());
   }
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    auto fqn = r.get_string();
+    TorchChunkedTensor t;
+    t.dtype = r.get<DType>();
+    t.size = r.get_ints();
+    for (auto k = r.get_count(1); k > 0; --k) {
+      TorchTensorChunk chunk;
+      chunk.box.offsets = r.get_ints();
+      chunk.box.sizes = r.get_ints();
+      chunk.view.storage = r.get_string();
+      chunk.view.dtype = r.get<DType>();
+      chunk.view.storage_offset = r.get<std::int64_t>();
+      chunk.view.sizes = r.get_ints();
+      chunk.view.strides = r.get_ints();
+      t.chunks.push_back(std::move(chunk));
+    }
+    index.chunked.emplace(std::move(fqn), std::move(t));
+  }
   if (!r.done()) throw Error("h5dcp: corrupt message (trailing bytes after a torch.save index)");
   return index;
 }
@@ -265,6 +305,11 @@ Metadata metadata_of(const TorchSaveIndex& index) {
   md.world_size = 1;
   for (const auto& [fqn, t] : index.tensors) {
     TensorStorageMetadata storage{{t.dtype}, t.sizes, {ChunkStorageMetadata{Shape(t.sizes.size(), 0), t.sizes}}};
+    md.state_dict_metadata.emplace(fqn, std::move(storage));
+  }
+  for (const auto& [fqn, t] : index.chunked) {
+    TensorStorageMetadata storage{{t.dtype}, t.size, {}};
+    for (const auto& chunk : t.chunks) storage.chunks.push_back(chunk.box);
     md.state_dict_metadata.emplace(fqn, std::move(storage));
   }
   for (const auto& [fqn, v] : index.values)

@@ -41,6 +41,20 @@ struct TorchValueInfo {
   std::string payload;
 };
 
+/// One chunk of a tensor stored in pieces: the block `box` of the tensor is
+/// the view `view` (of sizes box.sizes) of a storage.
+struct TorchTensorChunk {
+  ChunkStorageMetadata box;
+  TorchTensorInfo view;
+};
+
+/// A tensor stored as chunks that tile it (a PyTorch DCP checkpoint's shards).
+struct TorchChunkedTensor {
+  DType dtype = DType::Float32;
+  Shape size;
+  std::vector<TorchTensorChunk> chunks;
+};
+
 struct TorchSaveIndex {
   std::map<std::string, ContainerKind> containers;   ///< fqn -> kind, every nested dict/list
   std::map<std::string, TorchTensorInfo> tensors;    ///< fqn -> view
@@ -52,6 +66,8 @@ struct TorchSaveIndex {
   /// was read from, of file_size bytes.
   std::vector<std::string> files;
   std::vector<std::uint64_t> file_sizes;
+  /// Tensors stored in chunks, by fqn (none in a torch.save file or safetensors).
+  std::map<std::string, TorchChunkedTensor> chunked;
 };
 
 /// The index of an unpickled torch.save object, whose top level must be a
@@ -61,6 +77,11 @@ struct TorchSaveIndex {
 /// index larger than `pickle_bytes` (the size of the pickle `root` was read
 /// from) justifies: containers shared along many paths (see the .cpp).
 TorchSaveIndex index_torch_save(const pickle::Object& root, const std::string& what, std::uint64_t pickle_bytes);
+
+/// Indexes `object` (what index_torch_save takes for a value of its top-level
+/// dict) as the entry `fqn` of `index`, with the same checks and budget.
+void index_torch_object(const pickle::Object& object, const std::string& fqn, TorchSaveIndex& index,
+                        const std::string& what, std::uint64_t pickle_bytes);
 
 /// Boxes (offsets relative to the block, sizes) that cover a block of
 /// `sizes` with elements of `element` bytes in pieces of at most `max_bytes`:

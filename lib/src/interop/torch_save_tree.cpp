@@ -67,4 +67,8 @@ pickle::ObjectPtr pickle_tree(const StateDict& state_dict, const TensorObjectFn&
   return dict_object(state_dict, "", tensor);
 }
 
+pickle::ObjectPtr pickle_value(const StateValue& value, const std::string& fqn, const TensorObjectFn& tensor) {
+  return object_of(value, fqn, tensor);
+}
+
 }  // namespace h5dcp::detail

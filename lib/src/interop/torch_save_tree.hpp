@@ -22,4 +22,8 @@ using TensorObjectFn = std::function<pickle::ObjectPtr(const std::string& fqn, c
 /// torch.save file cannot hold.
 pickle::ObjectPtr pickle_tree(const StateDict& state_dict, const TensorObjectFn& tensor);
 
+/// The pickle object of one value of a state dict at `fqn` (a dict, a list,
+/// a tensor or a scalar), with the same rules.
+pickle::ObjectPtr pickle_value(const StateValue& value, const std::string& fqn, const TensorObjectFn& tensor);
+
 }  // namespace h5dcp::detail

@@ -34,6 +34,20 @@ std::int64_t volume(const Shape& sizes) {
   return *n;
 }
 
+Shape contiguous_strides(const Shape& sizes) {
+  Shape strides(sizes.size(), 1);
+  for (std::size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<std::int64_t>(sizes[d], 1);
+  return strides;
+}
+
+bool contains(const ChunkStorageMetadata& outer, const ChunkStorageMetadata& inner) {
+  if (outer.offsets.size() != inner.offsets.size()) return false;
+  for (std::size_t d = 0; d < outer.offsets.size(); ++d)
+    if (inner.offsets[d] < outer.offsets[d] || inner.offsets[d] + inner.sizes[d] > outer.offsets[d] + outer.sizes[d])
+      return false;
+  return true;
+}
+
 bool is_contiguous_in(const ChunkStorageMetadata& box, const Shape& global) {
   if (volume(box.sizes) == 0) return true;
   // From the last dimension back: whole dimensions, then at most one cut

@@ -34,6 +34,13 @@ std::optional<ChunkStorageMetadata> intersect(const ChunkStorageMetadata& a, con
 /// column block of a matrix with several rows is not). Empty boxes are.
 bool is_contiguous_in(const ChunkStorageMetadata& box, const Shape& global);
 
+/// The strides (in elements) of a row-major contiguous tensor of `sizes`;
+/// dimensions of size 0 count as 1, as PyTorch's contiguous strides do.
+Shape contiguous_strides(const Shape& sizes);
+
+/// Whether `inner` lies inside `outer` (boxes of the same tensor).
+bool contains(const ChunkStorageMetadata& outer, const ChunkStorageMetadata& inner);
+
 /// "[0:4, 2:6]" — half-open ranges per dimension, for error messages.
 std::string describe_box(const ChunkStorageMetadata& box);
 

@@ -1,0 +1,468 @@
+// checkpoint_to_dcp(): a checkpoint as a PyTorch DCP checkpoint directory,
+// written in parallel.
+//   dcp:plan     broadcast   the coordinator reads the metadata, walks the
+//                            state dict as DCP's flatten_state_dict does (keys
+//                            joined by '.', lists without tensors or dicts as
+//                            one value), pickles the values, and creates the
+//                            directory under a temporary name
+//   dcp:write    all_gather  every rank reads its blocks from the checkpoint
+//                            (checksums checked) and appends each as a
+//                            torch.save archive to its own __<rank>_0.distcp
+//                            (the coordinator also the values), then fsyncs
+//   dcp:publish  broadcast   the coordinator writes .metadata from every
+//                            rank's items, fsyncs and renames into place
+// On failure the coordinator removes the temporary directory; an existing
+// destination is untouched until the new one is complete.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <set>
+
+#include "api/checkpoint_session.hpp"
+#include "base/byte_codec.hpp"
+#include "base/key_escape.hpp"
+#include "comm/comm.hpp"
+#include "h5dcp/dcp.hpp"
+#include "h5dcp/error.hpp"
+#include "h5dcp/state_dict.hpp"
+#include "hdf5/container_reader.hpp"
+#include "hdf5/hdf5_access.hpp"
+#include "interop/dcp_metadata.hpp"
+#include "interop/export_files.hpp"
+#include "interop/pickle_writer.hpp"
+#include "interop/torch_save_archive.hpp"
+#include "interop/torch_save_index.hpp"
+#include "interop/torch_save_tree.hpp"
+#include "plan/row_split.hpp"
+#include "storage/durable_file.hpp"
+#include "storage/file_descriptor.hpp"
+#include "torch/dtype_mapping.hpp"
+#include "torch/value_codec.hpp"
+
+namespace h5dcp {
+namespace {
+
+using detail::ByteReader;
+using detail::Bytes;
+using detail::ByteWriter;
+using detail::DcpPathStep;
+using detail::Shape;
+
+// The most a rank holds at once: larger blocks are written as several DCP
+// chunks of at most this many bytes, each read, written and dropped in turn.
+constexpr std::int64_t kExportSlabBytes = std::int64_t{64} << 20;
+constexpr char kMetadataName[] = ".metadata";
+
+struct ExportTensor {
+  std::string key;  ///< DCP's key ("model.layer.weight")
+  std::string fqn;  ///< the checkpoint's
+  DType dtype = DType::Float32;
+  Shape shape;
+};
+
+struct ExportValue {
+  std::string key;
+  std::string pickle;  ///< the value's data.pkl
+};
+
+struct ExportPlan {
+  std::vector<ExportTensor> tensors;
+  std::vector<ExportValue> values;
+  std::map<std::string, std::vector<DcpPathStep>> paths;
+  std::string temporary_directory;
+};
+
+void put_path(ByteWriter& w, const std::vector<DcpPathStep>& path) {
+  w.put<std::uint64_t>(path.size());
+  for (const auto& step : path) {
+    w.put<std::uint8_t>(step.is_index ? 1 : 0);
+    w.put_string(step.key);
+    w.put(step.index);
+  }
+}
+
+std::vector<DcpPathStep> get_path(ByteReader& r) {
+  std::vector<DcpPathStep> path;
+  for (auto n = r.get_count(1); n > 0; --n) {
+    DcpPathStep step;
+    step.is_index = r.get<std::uint8_t>() != 0;
+    step.key = r.get_string();
+    step.index = r.get<std::int64_t>();
+    path.push_back(std::move(step));
+  }
+  return path;
+}
+
+Bytes encode(const ExportPlan& plan) {
+  ByteWriter w;
+  w.put<std::uint64_t>(plan.tensors.size());
+  for (const auto& t : plan.tensors) {
+    w.put_string(t.key);
+    w.put_string(t.fqn);
+    w.put(t.dtype);
+    w.put_ints(t.shape);
+  }
+  w.put<std::uint64_t>(plan.values.size());
+  for (const auto& v : plan.values) {
+    w.put_string(v.key);
+    w.put_string(v.pickle);
+  }
+  w.put<std::uint64_t>(plan.paths.size());
+  for (const auto& [key, path] : plan.paths) {
+    w.put_string(key);
+    put_path(w, path);
+  }
+  w.put_string(plan.temporary_directory);
+  return w.take();
+}
+
+ExportPlan decode_plan(std::string_view bytes) {
+  ByteReader r(bytes);
+  ExportPlan plan;
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    ExportTensor t;
+    t.key = r.get_string();
+    t.fqn = r.get_string();
+    t.dtype = r.get<DType>();
+    t.shape = r.get_ints();
+    plan.tensors.push_back(std::move(t));
+  }
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    ExportValue v;
+    v.key = r.get_string();
+    v.pickle = r.get_string();
+    plan.values.push_back(std::move(v));
+  }
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    auto key = r.get_string();
+    plan.paths.emplace(std::move(key), get_path(r));
+  }
+  plan.temporary_directory = r.get_string();
+  return plan;
+}
+
+// One item a rank wrote: a tensor's chunk (box) or a value (no box).
+struct WrittenItem {
+  std::string key;
+  bool tensor = false;
+  ChunkStorageMetadata box;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+Bytes encode(const std::vector<WrittenItem>& items) {
+  ByteWriter w;
+  w.put<std::uint64_t>(items.size());
+  for (const auto& item : items) {
+    w.put_string(item.key);
+    w.put<std::uint8_t>(item.tensor ? 1 : 0);
+    w.put_ints(item.box.offsets);
+    w.put_ints(item.box.sizes);
+    w.put(item.offset);
+    w.put(item.length);
+  }
+  return w.take();
+}
+
+std::vector<WrittenItem> decode_items(std::string_view bytes) {
+  ByteReader r(bytes);
+  std::vector<WrittenItem> items;
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    WrittenItem item;
+    item.key = r.get_string();
+    item.tensor = r.get<std::uint8_t>() != 0;
+    item.box.offsets = r.get_ints();
+    item.box.sizes = r.get_ints();
+    item.offset = r.get<std::uint64_t>();
+    item.length = r.get<std::uint64_t>();
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+std::string data_file_name(int rank) { return "__" + std::to_string(rank) + "_0.distcp"; }
+
+bool is_ours(const std::string& name) {
+  return name == kMetadataName || (name.size() > 7 && name.compare(name.size() - 7, 7, ".distcp") == 0);
+}
+
+void remove_directory(const std::string& dir) noexcept {
+  if (dir.empty()) return;
+  detail::retire_directory(dir, is_ours);
+}
+
+// --- dcp:plan -------------------------------------------------------------------
+
+// The state dict walked as DCP's traverse_state_dict walks it.
+class PlanWalker {
+ public:
+  PlanWalker(ExportPlan& plan, const Metadata& metadata) : plan_(plan), metadata_(metadata) {}
+
+  void walk(const StateValue& value, std::vector<DcpPathStep>& path, const std::string& fqn) {
+    if (const auto* dict = std::get_if<StateDict>(&value)) {
+      for (const auto& [key, child] : *dict) {
+        path.push_back({false, key, 0});
+        walk(child, path, join(fqn, detail::escape_link_name(key)));
+        path.pop_back();
+      }
+      return;
+    }
+    if (const auto* list = std::get_if<StateList>(&value); list != nullptr && !is_terminal(*list)) {
+      for (std::size_t i = 0; i < list->size(); ++i) {
+        path.push_back({true, {}, static_cast<std::int64_t>(i)});
+        walk((*list)[i], path, join(fqn, std::to_string(i)));
+        path.pop_back();
+      }
+      return;
+    }
+    const auto key = key_of(path);
+    if (!keys_.insert(key).second)
+      throw UsageError("h5dcp: two entries of the checkpoint have the DCP key '" + key +
+                       "' (DCP joins keys with '.'): '" + fqn + "' is one");
+    plan_.paths.emplace(key, path);
+    if (value.is_tensor()) {
+      const auto& t = find_tensor_metadata(metadata_, fqn);
+      plan_.tensors.push_back({key, fqn, t.properties.dtype, t.size});
+      return;
+    }
+    const auto object =
+        detail::pickle_value(value, fqn, [](const std::string& at, const at::Tensor&) -> detail::pickle::ObjectPtr {
+          throw std::logic_error("h5dcp: a DCP value holds the tensor '" + at + "'");
+        });
+    plan_.values.push_back({key, detail::pickle::pickle(*object)});
+  }
+
+ private:
+  static std::string join(const std::string& parent, const std::string& name) {
+    return parent.empty() ? name : parent + "/" + name;
+  }
+  static std::string key_of(const std::vector<DcpPathStep>& path) {
+    std::string key;
+    for (std::size_t i = 0; i < path.size(); ++i) {
+      if (i > 0) key += '.';
+      key += path[i].is_index ? std::to_string(path[i].index) : path[i].key;
+    }
+    return key;
+  }
+  // DCP keeps a list whole when it holds no tensor and no dict, at any depth.
+  static bool is_terminal(const StateList& list) {
+    return std::all_of(list.begin(), list.end(), [](const StateValue& v) {
+      if (v.is_tensor() || v.is_sharded() || v.is_dict()) return false;
+      const auto* inner = std::get_if<StateList>(&v);
+      return inner == nullptr || is_terminal(*inner);
+    });
+  }
+
+  ExportPlan& plan_;
+  const Metadata& metadata_;
+  std::set<std::string> keys_;
+};
+
+ExportPlan plan_export(const std::string& src, const std::string& dst) {
+  detail::CheckpointIndex index;
+  {
+    detail::Hdf5Access access;
+    index = detail::read_container_index(src);
+  }
+  FlatStateDict flat;
+  flat.containers = index.metadata.containers;
+  for (const auto& [fqn, storage] : index.metadata.state_dict_metadata) {
+    if (const auto* t = std::get_if<TensorStorageMetadata>(&storage)) {
+      // A placeholder of the tensor's shape: the walk needs only where it is.
+      flat.leaves.emplace(fqn, at::empty({}, at::TensorOptions().dtype(at::kByte)).expand(t->size));
+    } else {
+      flat.leaves.emplace(
+          fqn, detail::decode_value(std::get<BytesStorageMetadata>(storage).encoding, index.values.at(fqn), fqn));
+    }
+  }
+  ExportPlan plan;
+  std::vector<DcpPathStep> path;
+  PlanWalker(plan, index.metadata).walk(unflatten_state_dict(flat), path, "");
+  if (plan.tensors.empty() && plan.values.empty()) throw UsageError("h5dcp: '" + src + "' holds nothing to export");
+
+  struct stat existing {};
+  if (::stat(dst.c_str(), &existing) == 0 && !S_ISDIR(existing.st_mode))
+    throw UsageError("h5dcp: '" + dst + "' exists and is not a directory: a DCP checkpoint is a directory");
+  plan.temporary_directory = detail::temporary_sibling(dst);
+  if (::mkdir(plan.temporary_directory.c_str(), 0777) != 0)
+    throw IoError("h5dcp: creating '" + plan.temporary_directory + "' failed: " + std::strerror(errno));
+  return plan;
+}
+
+// --- dcp:write ------------------------------------------------------------------
+
+class DataFile {
+ public:
+  DataFile(std::string path) : path_(std::move(path)) {}
+
+  // Appends one torch.save archive of these records; returns where it lies.
+  std::pair<std::uint64_t, std::uint64_t> append(const std::vector<detail::ArchiveRecord>& records) {
+    if (!fd_) fd_ = detail::FileDescriptor::open(path_, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    const auto offset = end_;
+    end_ += detail::append_torch_save_archive(fd_.get(), path_, records);
+    return {offset, end_ - offset};
+  }
+
+  // A torch.save archive of one contiguous tensor, as torch.save(tensor) writes it.
+  std::pair<std::uint64_t, std::uint64_t> append_tensor(const at::Tensor& block, DType dtype) {
+    auto storage = std::make_shared<detail::pickle::Storage>();
+    storage->key = "0";
+    storage->dtype = dtype;
+    storage->numel = block.numel();
+    const auto sizes = Shape(block.sizes().begin(), block.sizes().end());
+    const auto pickle = detail::pickle::pickle(
+        *detail::pickle::Object::tensor_of({storage, 0, sizes, detail::contiguous_strides(sizes)}));
+    return append({{"data.pkl", pickle.data(), pickle.size()},
+                   {"data/0", block.data_ptr(), static_cast<std::size_t>(block.nbytes())}});
+  }
+
+  void sync() {
+    if (fd_ && ::fsync(fd_.get()) != 0)
+      throw IoError("h5dcp: fsync of '" + path_ + "' failed: " + std::strerror(errno));
+  }
+
+ private:
+  std::string path_;
+  detail::FileDescriptor fd_;
+  std::uint64_t end_ = 0;
+};
+
+std::vector<WrittenItem> write_items(const std::string& src, const ExportPlan& plan, const detail::Comm& c,
+                                     std::int64_t split_min_bytes, const ProgressCallback& progress) {
+  std::vector<detail::RowSplitTensor> split;
+  split.reserve(plan.tensors.size());
+  for (const auto& t : plan.tensors) split.push_back({t.shape, static_cast<std::int64_t>(dtype_size(t.dtype))});
+  auto pieces = detail::split_rows(split, split_min_bytes, c.size());
+  pieces.erase(
+      std::remove_if(pieces.begin(), pieces.end(), [&](const detail::RowPiece& p) { return p.rank != c.rank(); }),
+      pieces.end());
+  std::vector<std::size_t> empty_tensors;  // one chunk each, as DCP saves them; the coordinator's
+  if (c.is_coordinator())
+    for (std::size_t i = 0; i < plan.tensors.size(); ++i)
+      if (detail::volume(plan.tensors[i].shape) == 0) empty_tensors.push_back(i);
+  const bool has_values = c.is_coordinator() && !plan.values.empty();
+  std::vector<WrittenItem> items;
+  if (pieces.empty() && empty_tensors.empty() && !has_values) return items;
+
+  DataFile file(plan.temporary_directory + "/" + data_file_name(c.rank()));
+  for (const auto i : empty_tensors) {
+    const auto& t = plan.tensors[i];
+    const auto empty = at::empty(t.shape, at::TensorOptions().dtype(detail::to_scalar_type(t.dtype)));
+    const auto [offset, length] = file.append_tensor(empty, t.dtype);
+    items.push_back({t.key, true, {Shape(t.shape.size(), 0), t.shape}, offset, length});
+  }
+  if (!pieces.empty()) {
+    detail::CheckpointIndex index;
+    std::optional<detail::ContainerReader> reader;
+    {
+      detail::Hdf5Access access;
+      index = detail::read_container_index(src);
+      reader.emplace(src, MPI_COMM_NULL);
+    }
+    Progress done;
+    const auto piece_bytes = [&](const detail::RowPiece& p) {
+      const auto& t = plan.tensors[p.tensor];
+      return p.rows * detail::row_bytes(t.shape, static_cast<std::int64_t>(dtype_size(t.dtype)));
+    };
+    for (const auto& p : pieces) done.bytes_total += piece_bytes(p);
+    done.items_total = static_cast<std::int64_t>(pieces.size());
+    for (const auto& p : pieces) {
+      const auto& t = plan.tensors[p.tensor];
+      Shape sizes = t.shape;
+      if (!sizes.empty()) sizes[0] = p.rows;
+      for (auto slab : detail::split_block(sizes, static_cast<std::int64_t>(dtype_size(t.dtype)), kExportSlabBytes)) {
+        if (!slab.offsets.empty()) slab.offsets[0] += p.row;
+        const auto block = detail::read_checked_block(*reader, index, t.fqn, slab);
+        const auto [offset, length] = file.append_tensor(block, t.dtype);
+        items.push_back({t.key, true, slab, offset, length});
+      }
+      if (progress) {
+        done.items_done += 1;
+        done.bytes_done += piece_bytes(p);
+        done.current = t.fqn;
+        progress(done);
+      }
+    }
+    detail::Hdf5Access access;
+    reader->close();
+  }
+  if (has_values)
+    for (const auto& v : plan.values) {
+      const auto [offset, length] = file.append({{"data.pkl", v.pickle.data(), v.pickle.size()}});
+      items.push_back({v.key, false, {}, offset, length});
+    }
+  file.sync();
+  return items;
+}
+
+// --- dcp:publish ----------------------------------------------------------------
+
+void publish(const std::string& dst, const ExportPlan& plan, const std::vector<Bytes>& written) {
+  detail::DcpMetadata md;
+  md.version = detail::kDcpMetadataVersion;
+  md.paths = plan.paths;
+  for (const auto& t : plan.tensors) md.tensors[t.key] = detail::DcpTensor{t.dtype, t.shape, {}};
+  for (std::size_t rank = 0; rank < written.size(); ++rank)
+    for (auto& item : decode_items(written[rank])) {
+      detail::DcpItem where{data_file_name(static_cast<int>(rank)), item.offset, item.length};
+      if (item.tensor)
+        md.tensors.at(item.key).chunks.push_back({std::move(item.box), std::move(where)});
+      else
+        md.values.emplace(item.key, std::move(where));
+    }
+  for (auto& [key, t] : md.tensors)
+    std::sort(t.chunks.begin(), t.chunks.end(),
+              [](const detail::DcpChunk& a, const detail::DcpChunk& b) { return a.box.offsets < b.box.offsets; });
+  const auto pickle = detail::write_dcp_metadata(md);
+  const auto path = plan.temporary_directory + "/" + kMetadataName;
+  {
+    auto fd = detail::FileDescriptor::open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (const int error = detail::write_fully(fd.get(), pickle.data(), pickle.size()))
+      throw IoError("h5dcp: writing '" + path + "' failed: " + std::strerror(error));
+    if (::fsync(fd.get()) != 0) throw IoError("h5dcp: fsync of '" + path + "' failed: " + std::strerror(errno));
+  }
+  detail::fsync_file(plan.temporary_directory);
+  struct stat info {};
+  if (::stat(dst.c_str(), &info) == 0) detail::retire_directory(dst, is_ours);
+  detail::publish_by_rename(plan.temporary_directory, dst);
+}
+
+}  // namespace
+
+DcpExport checkpoint_to_dcp(const std::string& src, const std::string& dst_path, const CheckpointToDcpOptions& options,
+                            MPI_Comm comm) {
+  auto dst = dst_path;
+  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  detail::Comm c(comm, options.coordinator);
+  c.require_same("DCP export", {{"source", src}, {"destination", dst}});
+  c.set_timeout(detail::resolve_timeout(options.timeout_seconds));
+  const auto plan = decode_plan(c.broadcast("dcp:plan", [&] { return encode(plan_export(src, dst)); }));
+  DcpExport result;
+  try {
+    const auto written = c.all_gather(
+        "dcp:write", [&] { return encode(write_items(src, plan, c, options.split_min_bytes, options.progress)); });
+    c.broadcast("dcp:publish", [&] {
+      publish(dst, plan, written);
+      return Bytes();
+    });
+    for (const auto& bytes : written) result.files += decode_items(bytes).empty() ? 0 : 1;
+  } catch (...) {
+    if (c.is_coordinator()) remove_directory(plan.temporary_directory);
+    throw;
+  }
+  for (const auto& t : plan.tensors) {
+    result.tensors += 1;
+    result.bytes += detail::volume(t.shape) * static_cast<std::int64_t>(dtype_size(t.dtype));
+  }
+  return result;
+}
+
+}  // namespace h5dcp

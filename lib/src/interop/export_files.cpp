@@ -1,0 +1,64 @@
+#include "interop/export_files.hpp"
+
+#include <ATen/ops/empty.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "api/verified_read.hpp"
+#include "hdf5/hdf5_access.hpp"
+#include "plan/chunk_geometry.hpp"
+#include "storage/durable_file.hpp"
+#include "torch/dtype_mapping.hpp"
+
+namespace h5dcp::detail {
+
+at::Tensor read_checked_block(ContainerReader& reader, const CheckpointIndex& index, const std::string& fqn,
+                              const ChunkStorageMetadata& box) {
+  const auto& storage = std::get<TensorStorageMetadata>(index.metadata.state_dict_metadata.at(fqn));
+  auto out = at::empty(box.sizes, at::TensorOptions().dtype(to_scalar_type(storage.properties.dtype)));
+  Hdf5Access access;
+  const auto sums = index.checksums.find(fqn);
+  if (sums == index.checksums.end()) {
+    reader.read(fqn, storage.properties.dtype, box, out.data_ptr());
+    return out;
+  }
+  ReadItem item;
+  item.dest_index = MetadataIndex{fqn, std::nullopt, std::nullopt};
+  item.dest_offsets = Shape(box.offsets.size(), 0);
+  item.storage_fqn = fqn;
+  item.storage_offsets = box.offsets;
+  item.lengths = box.sizes;
+  item.dtype = storage.properties.dtype;
+  for (std::size_t c = 0; c < storage.chunks.size(); ++c)
+    if (intersect(storage.chunks[c], box)) item.source_chunks.push_back(c);
+  read_verified(reader, item, out, storage, sums->second);
+  return out;
+}
+
+void retire_directory(const std::string& dst, const std::function<bool(const std::string& name)>& ours) noexcept {
+  try {
+    const auto aside = temporary_sibling(dst);
+    if (::rename(dst.c_str(), aside.c_str()) != 0) return;
+    if (DIR* dir = ::opendir(aside.c_str())) {
+      std::vector<std::string> names;
+      while (const auto* entry = ::readdir(dir)) {
+        const std::string name = entry->d_name;
+        if (name != "." && name != ".." && ours(name)) names.push_back(name);
+      }
+      ::closedir(dir);
+      for (const auto& name : names) {
+        std::string path = aside;
+        path += '/';
+        path += name;
+        remove_quietly(path);
+      }
+    }
+    ::rmdir(aside.c_str());
+  } catch (...) {
+  }
+}
+
+}  // namespace h5dcp::detail
