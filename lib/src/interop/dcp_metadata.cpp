@@ -5,6 +5,8 @@
 #include <optional>
 #include <utility>
 
+#include "base/key_escape.hpp"
+#include "base/utf8.hpp"
 #include "h5dcp/error.hpp"
 #include "interop/pickle_reader.hpp"
 #include "interop/pickle_writer.hpp"
@@ -84,8 +86,12 @@ class MetadataReader {
     if (o.kind != Kind::Instance || o.name != name || o.text != (filesystem ? kFilesystemModule : kMetadataModule))
       fail(where + " is " + pickle::describe(o) + ", not a " + name);
   }
+  // A str of the pickle, checked to be text (a Python str is UTF-8 in a
+  // pickle; keys and file names are written back and become HDF5 names).
   std::string text_of(const Object& o, const std::string& where) const {
     if (o.kind != Kind::Str) fail(where + " is " + pickle::describe(o) + ", not a str");
+    if (!is_valid_utf8(o.text) || o.text.find('\0') != std::string::npos)
+      fail(where + " '" + printable_key(o.text) + "' is not UTF-8 text without NUL");
     return o.text;
   }
   std::int64_t count_of(const Object& o, const std::string& where) const {
@@ -190,7 +196,7 @@ class MetadataReader {
     std::vector<DcpPathStep> path;
     for (const auto& step : o.items) {
       if (step->kind == Kind::Str)
-        path.push_back({false, step->text, 0});
+        path.push_back({false, text_of(*step, "a key in the path of '" + fqn + "'"), 0});
       else if (step->kind == Kind::Int && step->integer >= 0)
         path.push_back({true, {}, step->integer});
       else
