@@ -44,21 +44,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import h5dcp  # noqa: E402
 from h5dcp_cli import cli, run  # noqa: E402
+from tensor_patterns import bits, pattern  # noqa: E402
 
 warnings.filterwarnings("ignore")  # DCP warns about the gloo group and experimental dtypes
 MARKER = os.path.join(tempfile.gettempdir(), "h5dcp-dcp-hostile-ran")
-
-
-def pattern(shape, dtype, seed):
-    """Bytes (151 i + seed) % 256 viewed as `dtype`: every bit pattern, NaN payloads included."""
-    size = torch.empty(0, dtype=dtype).element_size()
-    n = 1
-    for s in shape:
-        n *= s
-    raw = ((torch.arange(n * size, dtype=torch.int64) * 151 + seed) % 256).to(torch.uint8)
-    if dtype == torch.bool:
-        return (raw % 2).view(torch.bool).reshape(shape)
-    return raw.view(dtype).reshape(shape)
 
 
 def state_dict(mesh):
@@ -203,10 +192,6 @@ def dcp_full_load(directory):
     _load_state_dict(state, storage_reader=FileSystemReader(directory), planner=_EmptyStateDictLoadPlanner(),
                      no_dist=True)
     return state
-
-
-def bits(t):
-    return t.contiguous().reshape(-1).view(torch.uint8)
 
 
 def holds_nothing(value):

@@ -35,23 +35,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import h5dcp  # noqa: E402
 from h5dcp_cli import cli, run  # noqa: E402
+from tensor_patterns import bits, pattern  # noqa: E402
 
 DTYPES = ["float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
           "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
           "float8_e8m0fnu", "complex64"]
 METADATA = {"format": "pt", "note": "written by the safetensors package"}
-
-
-def pattern(shape, dtype, seed):
-    """Bytes (151 i + seed) % 256 viewed as `dtype`: every bit pattern, NaN payloads included."""
-    size = torch.empty(0, dtype=dtype).element_size()
-    n = 1
-    for s in shape:
-        n *= s
-    raw = ((torch.arange(n * size, dtype=torch.int64) * 151 + seed) % 256).to(torch.uint8)
-    if dtype == torch.bool:
-        return (raw % 2).view(torch.bool).reshape(shape)
-    return raw.view(dtype).reshape(shape)
 
 
 def reference():
@@ -64,10 +53,6 @@ def reference():
     tensors["scalar"] = pattern((), torch.int64, 3)
     tensors["empty"] = torch.empty((0, 4), dtype=torch.float16)
     return tensors
-
-
-def bits(t):
-    return t.contiguous().reshape(-1).view(torch.uint8) if t.numel() else t.reshape(-1).view(torch.uint8)
 
 
 def same_tensors(a, b, where):

@@ -301,7 +301,7 @@ ExportPlan plan_export(const std::string& src, const std::string& dst) {
 
 class DataFile {
  public:
-  DataFile(std::string path) : path_(std::move(path)) {}
+  explicit DataFile(std::string path) : path_(std::move(path)) {}
 
   // Appends one torch.save archive of these records; returns where it lies.
   std::pair<std::uint64_t, std::uint64_t> append(const std::vector<detail::ArchiveRecord>& records) {
@@ -405,13 +405,14 @@ std::vector<WrittenItem> write_items(const std::string& src, const ExportPlan& p
 
 // --- dcp:publish ----------------------------------------------------------------
 
-void publish(const std::string& dst, const ExportPlan& plan, const std::vector<Bytes>& written) {
+// `written`: every rank's items, in rank order.
+void publish(const std::string& dst, const ExportPlan& plan, std::vector<std::vector<WrittenItem>> written) {
   detail::DcpMetadata md;
   md.version = detail::kDcpMetadataVersion;
   md.paths = plan.paths;
   for (const auto& t : plan.tensors) md.tensors[t.key] = detail::DcpTensor{t.dtype, t.shape, {}};
   for (std::size_t rank = 0; rank < written.size(); ++rank)
-    for (auto& item : decode_items(written[rank])) {
+    for (auto& item : written[rank]) {
       detail::DcpItem where{data_file_name(static_cast<int>(rank)), item.offset, item.length};
       if (item.tensor)
         md.tensors.at(item.key).chunks.push_back({std::move(item.box), std::move(where)});
@@ -421,14 +422,7 @@ void publish(const std::string& dst, const ExportPlan& plan, const std::vector<B
   for (auto& [key, t] : md.tensors)
     std::sort(t.chunks.begin(), t.chunks.end(),
               [](const detail::DcpChunk& a, const detail::DcpChunk& b) { return a.box.offsets < b.box.offsets; });
-  const auto pickle = detail::write_dcp_metadata(md);
-  const auto path = plan.temporary_directory + "/" + kMetadataName;
-  {
-    auto fd = detail::FileDescriptor::open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (const int error = detail::write_fully(fd.get(), pickle.data(), pickle.size()))
-      throw IoError("h5dcp: writing '" + path + "' failed: " + std::strerror(error));
-    if (::fsync(fd.get()) != 0) throw IoError("h5dcp: fsync of '" + path + "' failed: " + std::strerror(errno));
-  }
+  detail::write_new_file_synced(plan.temporary_directory + "/" + kMetadataName, detail::write_dcp_metadata(md));
   detail::fsync_file(plan.temporary_directory);
   struct stat info {};
   if (::stat(dst.c_str(), &info) == 0) detail::retire_directory(dst, is_ours);
@@ -447,13 +441,15 @@ DcpExport checkpoint_to_dcp(const std::string& src, const std::string& dst_path,
   const auto plan = decode_plan(c.broadcast("dcp:plan", [&] { return encode(plan_export(src, dst)); }));
   DcpExport result;
   try {
-    const auto written = c.all_gather(
-        "dcp:write", [&] { return encode(write_items(src, plan, c, options.split_min_bytes, options.progress)); });
+    std::vector<std::vector<WrittenItem>> written;
+    for (const auto& bytes : c.all_gather(
+             "dcp:write", [&] { return encode(write_items(src, plan, c, options.split_min_bytes, options.progress)); }))
+      written.push_back(decode_items(bytes));
+    for (const auto& items : written) result.files += items.empty() ? 0 : 1;
     c.broadcast("dcp:publish", [&] {
-      publish(dst, plan, written);
+      publish(dst, plan, std::move(written));
       return Bytes();
     });
-    for (const auto& bytes : written) result.files += decode_items(bytes).empty() ? 0 : 1;
   } catch (...) {
     if (c.is_coordinator()) remove_directory(plan.temporary_directory);
     throw;

@@ -2,15 +2,20 @@
 
 #include <ATen/ops/empty.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "api/verified_read.hpp"
+#include "h5dcp/error.hpp"
 #include "hdf5/hdf5_access.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "storage/durable_file.hpp"
+#include "storage/file_descriptor.hpp"
 #include "torch/dtype_mapping.hpp"
 
 namespace h5dcp::detail {
@@ -36,6 +41,13 @@ at::Tensor read_checked_block(ContainerReader& reader, const CheckpointIndex& in
     if (intersect(storage.chunks[c], box)) item.source_chunks.push_back(c);
   read_verified(reader, item, out, storage, sums->second);
   return out;
+}
+
+void write_new_file_synced(const std::string& path, std::string_view bytes) {
+  auto fd = FileDescriptor::open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (const int error = write_fully(fd.get(), bytes.data(), bytes.size()))
+    throw IoError("h5dcp: writing '" + path + "' failed: " + std::strerror(error));
+  if (::fsync(fd.get()) != 0) throw IoError("h5dcp: fsync of '" + path + "' failed: " + std::strerror(errno));
 }
 
 void retire_directory(const std::string& dst, const std::function<bool(const std::string& name)>& ours) noexcept {

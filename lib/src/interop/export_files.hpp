@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "hdf5/container_reader.hpp"
 
@@ -18,6 +19,11 @@ namespace h5dcp::detail {
 /// ChecksumError, FormatError or IoError naming the tensor.
 at::Tensor read_checked_block(ContainerReader& reader, const CheckpointIndex& index, const std::string& fqn,
                               const ChunkStorageMetadata& box);
+
+/// Creates the file `path` (which must not exist), writes `bytes` into it and
+/// fsyncs it: an export's small files (an index, DCP's .metadata). Throws
+/// IoError naming the path.
+void write_new_file_synced(const std::string& path, std::string_view bytes);
 
 /// Moves the directory `dst` aside (rename(2) does not replace a non-empty
 /// directory), removes the files in it for which `ours` holds, and removes

@@ -342,13 +342,7 @@ std::vector<std::string> publish(const std::string& dst, const Layout& layout) {
   std::map<std::string, std::string> weight_map;
   for (const auto& e : layout.entries) weight_map[e.name] = layout.final_names[e.shard];
   const auto index_text = detail::compose_safetensors_index(weight_map, static_cast<std::uint64_t>(layout.bytes));
-  const auto index_path = layout.temporary_directory + "/" + kIndexName;
-  {
-    auto fd = detail::FileDescriptor::open(index_path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (const int error = detail::write_fully(fd.get(), index_text.data(), index_text.size()))
-      throw IoError("h5dcp: writing '" + index_path + "' failed: " + std::strerror(error));
-    if (::fsync(fd.get()) != 0) throw IoError("h5dcp: fsync of '" + index_path + "' failed: " + std::strerror(errno));
-  }
+  detail::write_new_file_synced(layout.temporary_directory + "/" + kIndexName, index_text);
   for (const auto& f : layout.temporary_files) detail::fsync_file(f);
   detail::fsync_file(layout.temporary_directory);
   // rename(2) does not replace a non-empty directory: an earlier export is
