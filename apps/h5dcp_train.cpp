@@ -38,7 +38,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +85,7 @@ struct Config {
   std::int64_t keep_every = 0;
   int throttle_ms = 0;
   std::int64_t crash_after_step = -1;
+  std::string staging = "background";  // or "blocking": where async saves copy the state
 };
 
 constexpr int kInputs = 16;
@@ -221,7 +224,9 @@ class Trainer {
   }
 
   // One training step; returns the loss of the global batch (on every rank).
-  double train_step() {
+  // `before_update` runs just before the first change to the checkpointed
+  // state (the optimizer step): the gradients are computed by then.
+  double train_step(const std::function<void()>& before_update) {
     const auto batch = next_batch();
     const auto xb = x_.index_select(0, batch);
     const auto yb = y_.index_select(0, batch);
@@ -276,6 +281,7 @@ class Trainer {
       p.shard.mutable_grad() = full_grad.narrow(0, p.layout.offsets[0], p.shard.size(0)).clone().to(device_);
       p.full.mutable_grad() = torch::Tensor();
     }
+    before_update();
     optimizer_->step();
     torch::NoGradGuard no_grad;
     for (auto& p : params_) {
@@ -324,6 +330,25 @@ class Trainer {
   std::vector<ShardedParam> params_;
   std::int64_t flat_size_ = 0;
   std::shared_ptr<torch::optim::Adam> optimizer_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Step times, split by whether a checkpoint touched the step (its save call
+// or its staging ran during it).
+struct StepTimes {
+  std::vector<double> all, saving, other;
+  void add(double seconds, bool touched_by_save) {
+    all.push_back(seconds);
+    (touched_by_save ? saving : other).push_back(seconds);
+  }
+  static double mean(const std::vector<double>& v) {
+    double sum = 0;
+    for (const double x : v) sum += x;
+    return v.empty() ? 0.0 : 1e3 * sum / static_cast<double>(v.size());
+  }
 };
 
 // Equal non-tensor values (the configuration: ints, doubles, strings).
@@ -411,10 +436,22 @@ int run(const Config& cfg, int rank, int size) {
   }
 
   int saves = 0;
-  double blocking = 0;
+  double blocking = 0;  // seconds the async save calls blocked
+  double waited = 0;    // seconds the optimizer step waited for staging
+  StepTimes times;
   bool preempted = false;
+  std::optional<h5dcp::StagedSave> staging;  // a save whose copy may still run
+  const auto wait_for_staging = [&] {
+    if (!staging) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    staging->staged.wait();
+    waited += seconds_since(t0);
+    staging.reset();
+  };
   while (trainer.step() < cfg.steps) {
-    const double loss = trainer.train_step();
+    const auto step_started = std::chrono::steady_clock::now();
+    bool touched_by_save = staging.has_value();
+    const double loss = trainer.train_step(wait_for_staging);
     const auto step = trainer.step();
     if (rank == 0) {
       std::printf("step %lld loss %a\n", static_cast<long long>(step), loss);
@@ -426,8 +463,12 @@ int run(const Config& cfg, int rank, int size) {
     if (step == cfg.crash_after_step) manager.wait();
     if (step % cfg.checkpoint_every == 0 || step == cfg.steps) {
       const auto t0 = std::chrono::steady_clock::now();
-      manager.async_save(step, trainer.state_dict(), async_options);
-      blocking += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (cfg.staging == "background")
+        staging = manager.async_stage_and_save(step, trainer.state_dict(), async_options);
+      else
+        manager.async_save(step, trainer.state_dict(), async_options);
+      blocking += seconds_since(t0);
+      touched_by_save = true;
       ++saves;
     }
     if (step == cfg.crash_after_step) {
@@ -440,6 +481,7 @@ int run(const Config& cfg, int rank, int size) {
     }
     manager.poll();
     if (cfg.throttle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(cfg.throttle_ms));
+    times.add(seconds_since(step_started), touched_by_save);
     // Every rank stops after the same step when any rank was signalled.
     if (any_rank(g_signal.load() != 0) && step < cfg.steps) {
       if (manager.in_flight() != step) {
@@ -461,8 +503,20 @@ int run(const Config& cfg, int rank, int size) {
     else
       std::printf("h5dcp-train: done: %lld steps, last checkpoint %s\n", static_cast<long long>(trainer.step()),
                   last.c_str());
-    std::printf("h5dcp-train: %d checkpoints saved; async saves blocked training %.1f ms each on average\n", saves,
-                saves > 0 ? 1e3 * blocking / saves : 0.0);
+    const double per_save = saves > 0 ? 1e3 / saves : 0.0;
+    if (cfg.staging == "background")
+      std::printf(
+          "h5dcp-train: %d checkpoints saved, staged in the background; per save, the save call blocked training "
+          "%.2f ms and the next optimizer step waited %.2f ms for staging, on average\n",
+          saves, per_save * blocking, per_save * waited);
+    else
+      std::printf(
+          "h5dcp-train: %d checkpoints saved, staged by the save call; it blocked training %.2f ms on average\n", saves,
+          per_save * blocking);
+    std::printf(
+        "h5dcp-train: steps took %.2f ms on average: %.2f ms where a save was called or staging, %.2f ms "
+        "otherwise\n",
+        StepTimes::mean(times.all), StepTimes::mean(times.saving), StepTimes::mean(times.other));
     std::fflush(stdout);
   }
   return preempted ? kExitPreempted : kExitDone;
@@ -495,6 +549,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--throttle-ms", cfg.throttle_ms, "sleep after each step (demos and tests: slower steps)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--staging", cfg.staging,
+                 "where an async save copies the state: 'background' (a staging thread; the next optimizer step "
+                 "waits for it) or 'blocking' (before the save call returns)")
+      ->check(CLI::IsMember({"background", "blocking"}));
   app.add_option("--crash-after-step", cfg.crash_after_step,
                  "testing: SIGKILL every rank right after step N, once earlier checkpoints are complete and "
                  "while step N's, if any, is being written");

@@ -3,13 +3,18 @@
 // async_save() returns, staged whole and written in either io_mode, any
 // coordinator, a new staging size, a background failure on one rank reaching
 // every future, a save's timeout, MPI used by the caller meanwhile, and
-// finishing with a save in flight.
+// finishing with a save in flight; async_stage_and_save: the caller goes on
+// before its blocks are copied, the copy on a thread of its own, the state
+// dict kept alive by the save, a staging failure, the manager's.
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "h5dcp/h5dcp.hpp"
 #include "test_support.hpp"
@@ -240,6 +245,128 @@ TEST_F(AsyncSave, LoadsInterleaveWithSavesInFlight) {
   expect_checkpoint_holds(dir.file("x.h5"), 10);  // while y.h5 may still be writing
   f2.get();
   expect_checkpoint_holds(dir.file("y.h5"), 11);
+}
+
+// Resolves blocks only once the caller says so (or after 60 s, failing the
+// test): staging that waits for it cannot be running in the caller's thread.
+class GatedPlanner : public DefaultSavePlanner {
+ public:
+  explicit GatedPlanner(std::shared_future<void> open) : open_(std::move(open)) {}
+  at::Tensor resolve_tensor(const PlannedTensor& tensor, const PlannedChunk& chunk) override {
+    if (open_.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
+      throw std::runtime_error("the gate was never opened");
+    resolved_on_ = std::this_thread::get_id();
+    return DefaultSavePlanner::resolve_tensor(tensor, chunk);
+  }
+  std::thread::id resolved_on() const { return resolved_on_; }
+
+ private:
+  std::shared_future<void> open_;
+  std::thread::id resolved_on_;
+};
+
+TEST_F(AsyncSave, StagingInTheBackgroundLetsTheCallerGoOnBeforeTheCopy) {
+  test::TempDir dir;
+  for (const std::int64_t staging : {4096, 1 << 20}) {  // streamed, and staged whole
+    const auto path = dir.file("g" + std::to_string(staging) + ".h5");
+    std::promise<void> gate;
+    GatedPlanner planner(gate.get_future().share());
+    auto options = test::staging_of(staging);
+    options.planner = &planner;
+    auto state = training_state(test::world_rank(), test::world_size(), 40);
+    auto save = async_stage_and_save(state, path, options);
+    // Returned while no block can have been copied: staging waits for the gate.
+    EXPECT_EQ(save.staged.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+    EXPECT_EQ(save.saved.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+    EXPECT_TRUE(last_async_save_stats().background_staging);
+    EXPECT_EQ(last_async_save_stats().staged_bytes, 0);  // said once the copy is done
+    gate.set_value();
+    save.staged.get();
+    // The tensors are free again: changing them does not reach the file.
+    for (auto& s : std::get<ShardedTensor>(state.at("w")).local_shards()) s.tensor.fill_(-1);
+    std::get<at::Tensor>(state.at("b")).fill_(7);
+    EXPECT_NE(planner.resolved_on(), std::this_thread::get_id());
+    EXPECT_NE(planner.resolved_on(), std::thread::id());
+    const auto stats = last_async_save_stats();
+    EXPECT_TRUE(stats.background_staging);
+    EXPECT_GT(stats.staged_bytes, 0);
+    EXPECT_GT(stats.staging_seconds, 0.0);
+    EXPECT_EQ(save.saved.get().metadata.world_size, test::world_size());
+    expect_checkpoint_holds(path, 40);
+    EXPECT_TRUE(verify_checkpoint(path).ok()) << path;
+  }
+}
+
+// A Stateful whose state_dict() makes new tensors each time: only the save
+// holds them once the caller's state dict is gone.
+class FreshTensors : public Stateful {
+ public:
+  explicit FreshTensors(std::int64_t seed) : seed_(seed) {}
+  StateDict state_dict() override { return StateDict{{"t", reference_tensor({40, 50}, at::kDouble, seed_)}}; }
+  void load_state_dict(const StateDict&) override {}
+
+ private:
+  std::int64_t seed_;
+};
+
+TEST_F(AsyncSave, BackgroundStagingKeepsTheStateDictAlive) {
+  test::TempDir dir;
+  std::promise<void> gate;
+  GatedPlanner planner(gate.get_future().share());
+  auto options = test::staging_of(8192);
+  options.planner = &planner;
+  StagedSave save;
+  {
+    auto state = training_state(test::world_rank(), test::world_size(), 41);
+    state.emplace("fresh", std::make_shared<FreshTensors>(41));
+    save = async_stage_and_save(state, dir.file("k.h5"), options);
+  }  // the caller's state dict, its Stateful and the tensors it made are gone here
+  gate.set_value();
+  save.staged.get();
+  save.saved.get();
+  expect_checkpoint_holds(dir.file("k.h5"), 41);
+  const auto all = load_all(dir.file("k.h5"));
+  EXPECT_TRUE(
+      bitwise_equal(std::get<at::Tensor>(value_at(all, "fresh/t")), reference_tensor({40, 50}, at::kDouble, 41)));
+}
+
+TEST_F(AsyncSave, ABackgroundStagingFailureOnOneRankReachesEverySaveButNotStaged) {
+  test::TempDir dir;
+  async_save(training_state(test::world_rank(), test::world_size(), 42), dir.file("f.h5"), test::staging_of(4096))
+      .get();
+  const int bad = test::world_size() - 1;
+  for (const std::int64_t bytes : {4096, 1 << 20}) {
+    ::setenv("H5DCP_INJECT_FAULT", ("async:stage@" + std::to_string(bad)).c_str(), 1);
+    auto save = async_stage_and_save(training_state(test::world_rank(), test::world_size(), 43), dir.file("f.h5"),
+                                     test::staging_of(bytes));
+    EXPECT_NO_THROW(save.staged.get());  // the tensors are free again; the failure is the save's
+    try {
+      save.saved.get();
+      ADD_FAILURE() << "expected a CheckpointError on rank " << test::world_rank();
+    } catch (const CheckpointError& e) {
+      EXPECT_EQ(e.failures().count(bad), 1u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("injected fault at async:stage"), std::string::npos) << e.what();
+    }
+    ::unsetenv("H5DCP_INJECT_FAULT");
+  }
+  expect_checkpoint_holds(dir.file("f.h5"), 42);  // the older checkpoint is intact
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"f.h5"});
+}
+
+TEST_F(AsyncSave, TheManagerStagesInTheBackgroundToo) {
+  test::TempDir dir;
+  CheckpointManager manager(dir.path(), Retention{2, 0});
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    auto state = training_state(test::world_rank(), test::world_size(), 50 + step);
+    auto save = manager.async_stage_and_save(step, state, test::staging_of(4096));
+    save.staged.get();
+    for (auto& s : std::get<ShardedTensor>(state.at("w")).local_shards()) s.tensor.fill_(-1);
+  }
+  const auto last = manager.wait();
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->metadata.world_size, test::world_size());
+  for (std::int64_t step = 2; step <= 3; ++step) expect_checkpoint_holds(manager.path_for(step), 50 + step);
+  EXPECT_EQ(manager.steps(), (std::vector<std::int64_t>{2, 3}));
 }
 
 }  // namespace

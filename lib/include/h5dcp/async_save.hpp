@@ -1,7 +1,10 @@
 #pragma once
 // Asynchronous saves (the seeds' async_save): the caller blocks only while
 // the save is planned and its blocks are copied into host staging memory;
-// a background thread writes, syncs and publishes the checkpoint.
+// a background thread writes, syncs and publishes the checkpoint. With
+// async_stage_and_save (DCP's async staging) the caller blocks only for the
+// plan: the copy runs on a thread too, and the caller waits for it (the
+// `staged` handle) just before it next changes the tensors.
 //
 // - Same file, same checks, same options and same atomic publishing as
 //   h5dcp::save (any coordinator, io_mode, timeout_seconds for every phase,
@@ -46,9 +49,11 @@ struct AsyncSaveOptions : SaveOptions {
 
 /// What the last async save cost its caller, on this rank.
 struct AsyncStats {
-  double blocking_seconds = 0;     ///< time async_save() blocked (plan + staging)
-  std::int64_t staged_bytes = 0;   ///< bytes this rank copied into staging
-  std::int64_t staging_bytes = 0;  ///< size of the staging memory
+  double blocking_seconds = 0;      ///< time the call blocked (plan, + staging unless background_staging)
+  double staging_seconds = 0;       ///< time the copy into staging took (0 until it is done)
+  bool background_staging = false;  ///< the copy ran on a staging thread (async_stage_and_save)
+  std::int64_t staged_bytes = 0;    ///< bytes this rank copied into staging (0 until the copy is done)
+  std::int64_t staging_bytes = 0;   ///< size of the staging memory
   int staging_allocations =
       0;  ///< staging allocations since the first async save or finish_async_saves(): 1, +1 per new size
 };
@@ -63,7 +68,29 @@ struct AsyncStats {
 SaveFuture async_save(const StateDict& state_dict, const std::string& path, const AsyncSaveOptions& options = {},
                       MPI_Comm comm = MPI_COMM_WORLD);
 
-/// The costs of this process's last async_save. Not collective.
+/// An async save whose staging runs in the background too.
+struct StagedSave {
+  /// Ready once this rank's blocks are copied into staging memory (or its
+  /// copy stopped on a failure, which `saved` then holds): from then on the
+  /// tensors may change. Never holds an exception.
+  std::shared_future<void> staged;
+  /// The save's SaveResult, or the CheckpointError every rank got.
+  SaveFuture saved;
+};
+
+/// Starts saving `state_dict` to `path` like async_save, but returns once
+/// the save is planned: this rank's blocks are copied into staging memory by
+/// a staging thread meanwhile. Until `staged` is ready the caller must not
+/// change any of the tensors in place (wait on it just before, e.g., the
+/// optimizer step); it may compute, and use MPI, meanwhile. The tensors (and
+/// what Stateful values returned) are kept alive by the save; a planner in
+/// options must stay alive until `staged` is ready, and its resolve_tensor
+/// is called from the staging thread. Collective over `comm`; throws as
+/// async_save does; every failure after planning is in `saved`.
+StagedSave async_stage_and_save(const StateDict& state_dict, const std::string& path,
+                                const AsyncSaveOptions& options = {}, MPI_Comm comm = MPI_COMM_WORLD);
+
+/// The costs of this process's last async save. Not collective.
 AsyncStats last_async_save_stats();
 
 /// Waits for the async save in flight, if any, then frees the staging

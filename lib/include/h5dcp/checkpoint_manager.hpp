@@ -141,6 +141,12 @@ class CheckpointManager {
   /// returned future holds this save's result or CheckpointError.
   SaveFuture async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options = {});
 
+  /// As async_save, but returns once the save is planned; the copy into
+  /// staging runs on a staging thread (h5dcp::async_stage_and_save): wait on
+  /// the returned `staged` before changing the tensors of `state` in place.
+  /// Collective; throws as async_save.
+  StagedSave async_stage_and_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options = {});
+
   /// When the async save in flight has finished: the coordinator points
   /// `latest` at it and applies retention. Never blocks on the save and
   /// never throws (failures are thrown by the next wait(), save or
@@ -179,6 +185,8 @@ class CheckpointManager {
 
  private:
   struct Impl;
+  StagedSave start_async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options,
+                              bool stage_in_background);
   std::string directory_;
   Retention retention_;
   std::vector<std::string> removed_orphans_;

@@ -14,7 +14,12 @@ detail::AsyncSaveSlot& process_slot() {
 
 SaveFuture async_save(const StateDict& state_dict, const std::string& path, const AsyncSaveOptions& options,
                       MPI_Comm comm) {
-  return process_slot().save(state_dict, path, options, comm);
+  return process_slot().save(state_dict, path, options, comm, false).saved;
+}
+
+StagedSave async_stage_and_save(const StateDict& state_dict, const std::string& path, const AsyncSaveOptions& options,
+                                MPI_Comm comm) {
+  return process_slot().save(state_dict, path, options, comm, true);
 }
 
 AsyncStats last_async_save_stats() { return process_slot().stats(); }

@@ -1,8 +1,9 @@
-// The async save engine: plan and stage in the caller's thread, write in the
-// background.
+// The async save engine: plan in the caller's thread, stage there or on a
+// staging thread, write in the background.
 
 #include "api/async_save_engine.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <torch/cuda.h>  // declarations only: device_count() is 0 without CUDA or without a GPU
@@ -11,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "api/checkpoint_session.hpp"
@@ -36,6 +38,12 @@ struct Job {
   // Declared first, destroyed last: the HDF5 gate and the communicator stay
   // until everything else of the save is gone.
   std::unique_ptr<CheckpointSession> session;
+  // What is staged: the caller's state dict (its tensors shared, so they
+  // stay alive while a staging thread copies them) or its Stateful
+  // expansion, and the planner that resolves its blocks.
+  StateDict state_dict;
+  DefaultSavePlanner default_planner;
+  SavePlanner* planner = &default_planner;
   GlobalSavePlan plan;
   std::string path;
   IoMode io_mode = IoMode::Collective;
@@ -47,6 +55,7 @@ struct Job {
   bool whole_blocks = false;
   bool fits_staging = false;  // this rank's pieces all fit the staging memory at once
   std::promise<SaveResult> promise;
+  std::promise<void> staged;  // this rank's tensors are free again
 };
 
 at::TensorOptions staging_options() {
@@ -85,6 +94,7 @@ struct AsyncSaveEngine::Impl {
   std::deque<Staged> staged;  // pieces staged, not yet written
   bool stop = false;
   std::thread worker;
+  std::thread stager;  // the job's staging thread, if it stages in the background
 
   explicit Impl(std::int64_t staging_bytes) : ring(staging_bytes) {
     staging = at::empty({staging_bytes}, staging_options());
@@ -142,11 +152,18 @@ struct AsyncSaveEngine::Impl {
         current = job.get();
       }
       write_job(*current);
+      std::thread finished_stager;
       {
-        // The caller may still be staging (after a failure it stops at the
-        // next piece): the ring is reset only once it is done.
+        // The caller (or the staging thread) may still be staging (after a
+        // failure it stops at the next piece): the ring is reset only once
+        // it is done.
         std::unique_lock<std::mutex> lock(mutex);
         changed.wait(lock, [this] { return staging_done; });
+        finished_stager = std::move(stager);
+      }
+      if (finished_stager.joinable()) finished_stager.join();
+      {
+        std::lock_guard<std::mutex> lock(mutex);
         ring.reset();
         staged.clear();
         job.reset();  // frees the communicator, gives the HDF5 gate back
@@ -229,31 +246,56 @@ struct AsyncSaveEngine::Impl {
     return checksums;
   }
 
-  // The caller's part: copy every piece into the staging memory, in order.
-  void stage(Job& j, SavePlanner& planner) {
+  // Staging (in the caller's thread or the staging thread): copies every
+  // piece into the staging memory, in order, then says so to the background
+  // thread and to whoever waits on the job's `staged`.
+  void stage_and_finish(Job& j, std::chrono::steady_clock::time_point started) {
+    const auto copied = stage(j);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stats.staged_bytes = copied;
+      stats.staging_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    }
+    // The stats first (whoever waits on `staged` may read them), and before
+    // staging_done: from then on the background thread may free the job.
+    j.staged.set_value();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      staging_done = true;
+    }
+    changed.notify_all();
+  }
+
+  // Returns the bytes copied. A failure goes to the background thread,
+  // which fails the save on every rank.
+  std::int64_t stage(Job& j) {
     const int rank = j.session->comm().rank();
+    // Staged bytes are plain copies: no autograd graph for them.
+    const at::NoGradGuard no_grad;
+    std::int64_t copied = 0;
     for (const auto& piece : j.pieces) {
       try {
         fault_point("async:stage", rank);
         const auto& block = j.blocks[piece.block];
         const auto& t = j.plan.tensors[block.tensor];
         const auto& chunk = t.chunks[block.chunk];
-        auto source = resolve_block(planner, t, chunk);
+        auto source = resolve_block(*j.planner, t, chunk);
         for (std::size_t d = 0; d < piece.box.sizes.size(); ++d)
           source = source.narrow(static_cast<std::int64_t>(d), piece.box.offsets[d] - chunk.chunk.offsets[d],
                                  piece.box.sizes[d]);
         const auto offset = ring.reserve(piece.bytes);
-        if (!offset) return;  // the background failed: the future says why
+        if (!offset) return copied;  // the background failed: the future says why
         auto target =
             at::from_blob(staged_at(*offset), piece.box.sizes, at::TensorOptions().dtype(to_scalar_type(t.dtype)));
         target.copy_(source);
-        stats.staged_bytes += piece.bytes;
+        copied += piece.bytes;
         push(Staged{*offset, nullptr});
       } catch (...) {
         push(Staged{0, std::current_exception()});
-        return;
+        return copied;
       }
     }
+    return copied;
   }
 };
 
@@ -270,19 +312,15 @@ AsyncStats AsyncSaveEngine::stats() const {
   return impl_->stats;
 }
 
-SaveFuture AsyncSaveEngine::start(std::unique_ptr<CheckpointSession> session, const StateDict& state_dict,
+StagedSave AsyncSaveEngine::start(std::unique_ptr<CheckpointSession> session, const StateDict& state_dict,
                                   const std::string& path, const SaveOptions& options,
-                                  std::chrono::steady_clock::time_point started) {
+                                  std::chrono::steady_clock::time_point started, bool stage_in_background) {
   auto& impl = *impl_;
   const auto& comm = session->comm();
-  DefaultSavePlanner default_planner;
-  SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
   auto job = std::make_unique<Job>();
-  StateDict expanded;
-  const bool expand = has_stateful(state_dict);
-  job->plan = plan_save(comm, planner, expand ? expanded : state_dict, path, [&] {
-    if (expand) expanded = expand_for_save(state_dict);
-  });
+  if (options.planner != nullptr) job->planner = options.planner;
+  job->plan = plan_save(comm, *job->planner, job->state_dict, path,
+                        [&] { job->state_dict = has_stateful(state_dict) ? expand_for_save(state_dict) : state_dict; });
   job->path = path;
   job->io_mode = options.io_mode;
   job->blocks = blocks_written_by(job->plan, comm.rank());
@@ -295,34 +333,46 @@ SaveFuture AsyncSaveEngine::start(std::unique_ptr<CheckpointSession> session, co
   std::vector<std::int64_t> piece_bytes;
   for (const auto& p : job->pieces) piece_bytes.push_back(p.bytes);
   job->fits_staging = impl.ring.fits_at_once(piece_bytes);
-  auto future = job->promise.get_future().share();
+  StagedSave handles{job->staged.get_future().share(), job->promise.get_future().share()};
   // The session (its HDF5 gate, taken in the same collective order on every
   // rank) now belongs to the job: the background thread gives it back.
   session->hand_over();
   job->session = std::move(session);
   Job& running = *job;
+  const auto staging_started = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(impl.mutex);
     impl.stats.staged_bytes = 0;
+    impl.stats.staging_seconds = 0;
+    impl.stats.background_staging = stage_in_background;
     impl.staging_done = false;
     impl.job = std::move(job);
     impl.busy = true;
+    // Started under the lock: the background thread takes it over (to join
+    // it) only once staging is done, which needs the lock too.
+    if (stage_in_background) {
+      try {
+        impl.stager =
+            std::thread([&impl, &running, staging_started] { impl.stage_and_finish(running, staging_started); });
+      } catch (const std::system_error&) {
+        stage_in_background = false;  // no thread to be had: stage here, as async_save does
+        impl.stats.background_staging = false;
+      }
+    }
   }
   impl.changed.notify_all();
-  impl.stage(running, planner);
+  if (!stage_in_background) impl.stage_and_finish(running, staging_started);
   {
     std::lock_guard<std::mutex> lock(impl.mutex);
-    impl.staging_done = true;
     impl.stats.blocking_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
-  impl.changed.notify_all();
-  return future;
+  return handles;
 }
 
 // --- the slot ------------------------------------------------------------------
 
-SaveFuture AsyncSaveSlot::save(const StateDict& state_dict, const std::string& path, const AsyncSaveOptions& options,
-                               MPI_Comm comm) {
+StagedSave AsyncSaveSlot::save(const StateDict& state_dict, const std::string& path, const AsyncSaveOptions& options,
+                               MPI_Comm comm, bool stage_in_background) {
   std::lock_guard<std::recursive_mutex> lock(callers_);
   const auto started = std::chrono::steady_clock::now();
   if (engine_) engine_->wait_idle();
@@ -346,12 +396,7 @@ SaveFuture AsyncSaveSlot::save(const StateDict& state_dict, const std::string& p
     }
     return Bytes();
   });
-  return engine_->start(std::move(session), state_dict, path, options, started);
-}
-
-void AsyncSaveSlot::wait() {
-  std::lock_guard<std::recursive_mutex> lock(callers_);
-  if (engine_) engine_->wait_idle();
+  return engine_->start(std::move(session), state_dict, path, options, started, stage_in_background);
 }
 
 void AsyncSaveSlot::finish() noexcept {

@@ -3,7 +3,8 @@
 // memory and the background thread that writes, syncs and publishes. Each
 // save brings its CheckpointSession (agreement, timeout, coordinator, the
 // HDF5 gate, the duplicated communicator), set up exactly as for save(); the
-// engine plans and stages in the caller's thread and hands the session to
+// engine plans in the caller's thread and stages there (async_save) or on a
+// staging thread of its own (async_stage_and_save), and hands the session to
 // the background thread, which gives the gate back when the save is done.
 
 #include <mpi.h>
@@ -34,10 +35,11 @@ class AsyncSaveEngine {
   /// Blocks until no save is in flight. Not collective.
   void wait_idle();
   /// Plans the save of `session` (collective over its communicator), stages
-  /// this rank's blocks and leaves the rest to the background thread, which
-  /// takes over the session. No save may be in flight (wait_idle()).
-  SaveFuture start(std::unique_ptr<CheckpointSession> session, const StateDict& state_dict, const std::string& path,
-                   const SaveOptions& options, std::chrono::steady_clock::time_point started);
+  /// this rank's blocks (before returning, or on a staging thread when
+  /// `stage_in_background`) and leaves the rest to the background thread,
+  /// which takes over the session. No save may be in flight (wait_idle()).
+  StagedSave start(std::unique_ptr<CheckpointSession> session, const StateDict& state_dict, const std::string& path,
+                   const SaveOptions& options, std::chrono::steady_clock::time_point started, bool stage_in_background);
   AsyncStats stats() const;
 
  private:
@@ -59,9 +61,8 @@ class AsyncSaveSlot {
   /// async_save's steps: waits for the save in flight, sets up the session
   /// (as save() does, plus the staging size), (re)makes the engine in a
   /// collective step, then starts the save. Collective over `comm`.
-  SaveFuture save(const StateDict& state_dict, const std::string& path, const AsyncSaveOptions& options, MPI_Comm comm);
-  /// Waits for the save in flight, if any. Not collective.
-  void wait();
+  StagedSave save(const StateDict& state_dict, const std::string& path, const AsyncSaveOptions& options, MPI_Comm comm,
+                  bool stage_in_background);
   /// Waits, then frees the engine. Not collective; never throws.
   void finish() noexcept;
   AsyncStats stats() const;

@@ -426,14 +426,24 @@ SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, co
 }
 
 SaveFuture CheckpointManager::async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options) {
+  return start_async_save(step, state, options, false).saved;
+}
+
+StagedSave CheckpointManager::async_stage_and_save(std::int64_t step, const StateDict& state,
+                                                   const AsyncSaveOptions& options) {
+  return start_async_save(step, state, options, true);
+}
+
+StagedSave CheckpointManager::start_async_save(std::int64_t step, const StateDict& state,
+                                               const AsyncSaveOptions& options, bool stage_in_background) {
   auto& impl = *impl_;
   if (step < 0) throw UsageError("h5dcp: checkpoint steps must be >= 0, not " + std::to_string(step));
   wait();
   auto o = options;
   o.coordinator = impl.options.coordinator;
-  auto future = impl.saver.save(state, path_for(step), o, impl.user_comm);
-  impl.in_flight = Impl::InFlight{step, future};
-  return future;
+  auto handles = impl.saver.save(state, path_for(step), o, impl.user_comm, stage_in_background);
+  impl.in_flight = Impl::InFlight{step, handles.saved};
+  return handles;
 }
 
 std::vector<std::int64_t> CheckpointManager::steps() {
