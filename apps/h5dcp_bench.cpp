@@ -1,6 +1,6 @@
 // h5dcp-bench: h5dcp side by side with the physical limit, in one run.
 //
-//   mpiexec -n 2 h5dcp-bench [--gib 1] [--reps 5] [--dir DIR] [--drop-caches] [--json FILE] (--help: more)
+//   mpiexec -n 2 h5dcp-bench [--gib 1] [--reps 5] [--dir DIR] [--no-cold] [--json FILE] (--help: more)
 //
 // The data is that of the peer benchmark (scripts/dcp_peer_bench.py, PyTorch's
 // DCP): 4 float32 tensors [rows, 4096], row-sharded over the ranks. One
@@ -9,12 +9,22 @@
 // repetitions:
 //   raw       MPI_File_write_at_all of the same bytes at the same offsets + MPI_File_sync
 //             (and with MPI_File_write_at, each rank on its own)
+//   posix     the same bytes with pwrite and h5dcp's tricks (space reserved, early
+//             write-back), fsync; with O_DIRECT (dd oflag=direct); read back with
+//             pread 16 MiB at a time (dd bs=16M), page cache warm and cold
 //   save      h5dcp::save
 //   load      h5dcp::load, same sharding
 //   reshard   h5dcp::load with every rank loading another rank's rows (DCP's "rank shift")
+//   (every load, and the raw read, twice: page cache warm, and cold: dropped as
+//   root just before, when /proc/sys/vm/drop_caches is writable and not --no-cold)
 //   async     h5dcp::async_save: time the caller blocks, and until the future is ready
+//   staged    h5dcp::async_stage_and_save with a training step after it: the time the
+//             call blocks, and the time the step then waits on `staged` before its
+//             optimizer step; the step's compute (2 x this repetition's bare copy
+//             time, a sleep: a GPU step, which leaves the CPU cores free) runs meanwhile
 //   small     5,000 tensors of 16 KiB vs the same bytes in 4 sharded tensors, and
-//             bare HDF5 making the same 5,000 datasets (the floor under h5dcp's)
+//             bare HDF5 making the same 5,000 datasets (the floor under h5dcp's); the
+//             5,000 tensors loaded back on every rank, warm and cold
 // and the peak resident memory of each rank.
 
 #include <ATen/ATen.h>
@@ -30,9 +40,11 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_hdf5_floor.hpp"
+#include "bench_posix_baseline.hpp"
 #include "h5dcp/h5dcp.hpp"
 
 namespace {
@@ -42,7 +54,7 @@ struct Args {
   int reps = 5;
   int warmup = 1;  // untimed repetitions first: first touches, HDF5's and MPI's set-up
   std::string dir = "/tmp/h5dcp-bench";
-  bool drop_caches = false;
+  bool cold = true;  // also time every load with the page cache dropped (when root)
   std::string json;
   int small_count = 5000;
   int small_kib = 16;
@@ -74,6 +86,13 @@ double timed(Fn&& fn) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Whether this process may drop the page cache (rank 0's answer, for all).
+bool can_drop_caches() {
+  int writable = ::access("/proc/sys/vm/drop_caches", W_OK) == 0 ? 1 : 0;
+  MPI_Bcast(&writable, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return writable == 1;
 }
 
 void drop_caches(bool enabled) {
@@ -150,6 +169,42 @@ void fresh(const std::string& path) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// This rank's bytes of `sd` at the file offsets of h5dcp's datasets (the
+// tensors one after another, each row-major).
+std::vector<h5dcp_bench::FileRange> file_ranges(const h5dcp::StateDict& sd, std::int64_t rows) {
+  std::vector<h5dcp_bench::FileRange> ranges;
+  for (int i = 0; i < kTensors; ++i) {
+    const auto& shard =
+        std::get<h5dcp::ShardedTensor>(sd.at("layer" + std::to_string(i) + ".weight")).local_shards()[0];
+    ranges.push_back(
+        {i * rows * kCols * 4 + shard.offsets[0] * kCols * 4, shard.tensor.data_ptr(), shard.tensor.numel() * 4});
+  }
+  return ranges;
+}
+
+std::int64_t writeback_bytes() {
+  const char* text = std::getenv("H5DCP_WRITEBACK_MIB");  // h5dcp's knob, read the same way
+  return (text != nullptr && *text != '\0' ? std::atoll(text) : 32) << 20;
+}
+
+h5dcp::StateDict small_state(int count, std::int64_t elements, bool fill) {
+  h5dcp::StateDict sd;
+  for (int i = 0; i < count; ++i)
+    sd["t" + std::to_string(i)] = fill ? at::full({elements}, static_cast<float>(i)) : at::zeros({elements});
+  return sd;
+}
+
+bool check_small(const h5dcp::StateDict& sd) {
+  int ok = 1;
+  for (const auto& [key, value] : sd)
+    ok &= at::equal(std::get<at::Tensor>(value),
+                    at::full_like(std::get<at::Tensor>(value), static_cast<float>(std::stoi(key.substr(1)))))
+              ? 1
+              : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return ok == 1;
+}
+
 // The same bytes at the same file offsets as h5dcp's datasets, raw, into a
 // new file (as every checkpoint is: overwriting the blocks of an existing
 // file skips the file system's block allocation and is no fair limit).
@@ -200,8 +255,8 @@ int main(int argc, char** argv) {
       args.warmup = std::stoi(value());
     else if (arg == "--dir")
       args.dir = value();
-    else if (arg == "--drop-caches")
-      args.drop_caches = true;
+    else if (arg == "--no-cold")
+      args.cold = false;
     else if (arg == "--json")
       args.json = value();
     else if (arg == "--small-count")
@@ -220,7 +275,7 @@ int main(int argc, char** argv) {
       args.async_only = true;
     else {
       std::printf(
-          "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--drop-caches]\n"
+          "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
           "                                 [--json FILE]\n"
           "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
           "                                 [--independent] [--save-only] [--async-only]\n");
@@ -234,6 +289,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   at::set_num_threads(1);
   if (rank_ == 0) std::filesystem::create_directories(args.dir);
+  const bool cold = args.cold && can_drop_caches();
 
   std::int64_t rows = static_cast<std::int64_t>(args.gib * (1 << 30) / 4 / kTensors / kCols);
   rows -= rows % size_;
@@ -248,10 +304,8 @@ int main(int argc, char** argv) {
   const auto async_save = [&] { h5dcp::async_save(saved, args.dir + "/async.h5", async_options).get(); };
   // The small-tensor case: replicated 16 KiB tensors (each written once) vs
   // the same bytes in 4 row-sharded tensors.
-  h5dcp::StateDict small;
   const std::int64_t small_elems = args.small_kib * 1024 / 4;
-  for (int i = 0; i < args.small_count; ++i)
-    small["t" + std::to_string(i)] = at::full({small_elems}, static_cast<float>(i));
+  const auto small = small_state(args.small_count, small_elems, true);
   std::int64_t large_rows = static_cast<std::int64_t>(args.small_count) * small_elems / kTensors / kCols;
   large_rows = std::max<std::int64_t>(size_, large_rows - large_rows % size_);
   auto large = sharded_state(large_rows, 0, true);
@@ -279,24 +333,32 @@ int main(int argc, char** argv) {
     fresh(ckpt);
     t["save"].push_back(timed([&] { h5dcp::save(saved, ckpt, save_options); }));
     if (args.save_only) continue;
-    drop_caches(args.drop_caches);
-    auto same = sharded_state(rows, 0, false);
-    t["load"].push_back(timed([&] { h5dcp::load(same, ckpt); }));
-    correct &= check(same, rows, 0);
-    drop_caches(args.drop_caches);
-    auto shifted = sharded_state(rows, size_ > 1 ? 1 : 0, false);
-    t["reshard"].push_back(timed([&] { h5dcp::load(shifted, ckpt); }));
-    correct &= check(shifted, rows, size_ > 1 ? 1 : 0);
-    double blocking = 0;
-    fresh(args.dir + "/async.h5");
-    t["async_total"].push_back(timed([&] {
-      const double t0 = now();
-      auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
-      blocking = now() - t0;
-      future.get();
-    }));
-    MPI_Allreduce(MPI_IN_PLACE, &blocking, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    t["async_blocking"].push_back(blocking);
+    // Warm: the file the save just wrote is in the page cache; cold: dropped.
+    for (const bool drop : {false, true}) {
+      if (drop && !cold) continue;
+      const std::string suffix = drop ? "_cold" : "";
+      drop_caches(drop);
+      auto same = sharded_state(rows, 0, false);
+      t["load" + suffix].push_back(timed([&] { h5dcp::load(same, ckpt); }));
+      correct &= check(same, rows, 0);
+      drop_caches(drop);
+      auto shifted = sharded_state(rows, size_ > 1 ? 1 : 0, false);
+      t["reshard" + suffix].push_back(timed([&] { h5dcp::load(shifted, ckpt); }));
+      correct &= check(shifted, rows, size_ > 1 ? 1 : 0);
+    }
+    // The POSIX limits, on the same bytes: h5dcp's tricks, O_DIRECT, reads.
+    const auto ranges = file_ranges(saved, rows);
+    const auto posix_path = args.dir + "/posix.bin";
+    fresh(posix_path);
+    t["posix_write"].push_back(timed([&] { h5dcp_bench::posix_write(posix_path, ranges, writeback_bytes()); }));
+    t["posix_read"].push_back(timed([&] { h5dcp_bench::posix_read(posix_path, ranges); }));
+    if (cold) {
+      drop_caches(true);
+      t["posix_read_cold"].push_back(timed([&] { h5dcp_bench::posix_read(posix_path, ranges); }));
+    }
+    fresh(posix_path);
+    t["direct_write"].push_back(timed([&] { h5dcp_bench::direct_write(posix_path, ranges); }));
+    fresh(posix_path);
     // The floor under the blocking time: copying this rank's shards into
     // memory that is already touched, nothing else.
     t["staging_copy"].push_back(timed([&] {
@@ -307,8 +369,45 @@ int main(int argc, char** argv) {
         offset += shard.numel();
       }
     }));
+    double blocking = 0;
+    fresh(args.dir + "/async.h5");
+    t["async_total"].push_back(timed([&] {
+      const double t0 = now();
+      auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
+      blocking = now() - t0;
+      future.get();
+    }));
+    MPI_Allreduce(MPI_IN_PLACE, &blocking, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    t["async_blocking"].push_back(blocking);
+    // Staging in the background, then a training step: compute (longer
+    // than the copy), then the wait on `staged` before the optimizer step.
+    const double compute = 2 * t["staging_copy"].back();
+    double waits[2] = {0, 0};  // the call, the wait on `staged`
+    fresh(args.dir + "/staged.h5");
+    t["staged_total"].push_back(timed([&] {
+      const double t0 = now();
+      auto handles = h5dcp::async_stage_and_save(saved, args.dir + "/staged.h5", async_options);
+      waits[0] = now() - t0;
+      std::this_thread::sleep_for(std::chrono::duration<double>(compute));
+      const double t1 = now();
+      handles.staged.wait();
+      waits[1] = now() - t1;
+      handles.saved.get();
+    }));
+    MPI_Allreduce(MPI_IN_PLACE, waits, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    t["staged_blocking"].push_back(waits[0]);
+    t["staged_wait"].push_back(waits[1]);
+    t["staged_training_waited"].push_back(waits[0] + waits[1]);
+    t["staged_compute"].push_back(compute);
     fresh(args.dir + "/small.h5");
     t["small"].push_back(timed([&] { h5dcp::save(small, args.dir + "/small.h5"); }));
+    for (const bool drop : {false, true}) {
+      if (drop && !cold) continue;
+      drop_caches(drop);
+      auto back = small_state(args.small_count, small_elems, false);
+      t[drop ? "small_load_cold" : "small_load"].push_back(timed([&] { h5dcp::load(back, args.dir + "/small.h5"); }));
+      correct &= check_small(back);
+    }
     fresh(args.dir + "/large.h5");
     t["small_as_large"].push_back(timed([&] { h5dcp::save(large, args.dir + "/large.h5"); }));
     const auto floor_path = args.dir + "/hdf5-floor.h5";
@@ -318,6 +417,15 @@ int main(int argc, char** argv) {
     fresh(floor_path);
     t["small_hdf5_attrs"].push_back(
         h5dcp_bench::hdf5_many_datasets_seconds(floor_path, args.small_count, small_elems, 7, MPI_COMM_WORLD));
+  }
+  // The async checkpoints of the last repetition, read back untimed.
+  bool async_correct = true;
+  if (!args.raw_only && !args.save_only && !args.async_only) {
+    for (const char* name : {"/async.h5", "/staged.h5"}) {
+      auto back = sharded_state(rows, 0, false);
+      h5dcp::load(back, args.dir + name);
+      async_correct &= check(back, rows, 0);
+    }
   }
   // Memory: what a save adds to a process that holds its shards (and, for
   // async saves, their staging memory, allocated before the repetitions).
@@ -332,27 +440,50 @@ int main(int argc, char** argv) {
     const double small_gb = static_cast<double>(args.small_count) * small_elems * 4 / 1e9;
     std::printf("h5dcp-bench: %d ranks, %d x [%lld, %lld] float32 = %.3f GB, %d reps (medians), fsync on, %s, %s\n",
                 size_, kTensors, static_cast<long long>(rows), static_cast<long long>(kCols), gb, args.reps,
-                args.drop_caches ? "page cache dropped before loads" : "page cache warm",
+                cold ? "loads warm and cold (page cache dropped)" : "loads warm only (page cache not dropped)",
                 correct ? "every load checked: equal" : "LOADS WRONG");
+    if (measure_memory)
+      std::printf("h5dcp-bench: async checkpoints read back: %s\n", async_correct ? "equal" : "NOT EQUAL");
     std::printf("%-28s %10s %10s %14s\n", "case", "seconds", "GB/s", "vs raw write");
     auto row = [&](const char* name, double seconds, double bytes_gb) {
       std::printf("%-28s %10.3f %10.3f %14.2f\n", name, seconds, bytes_gb / seconds, (bytes_gb / seconds) / (gb / raw));
     };
     row("raw MPI-IO write + sync", raw, gb);
     row("raw, independent writes", median(t["raw_independent"]), gb);
+    if (measure_memory) {
+      row("POSIX pwrite + fsync", median(t["posix_write"]), gb);
+      row("O_DIRECT write + fsync", median(t["direct_write"]), gb);
+    }
     if (!args.raw_only && !args.async_only) row("h5dcp save", median(t["save"]), gb);
     if (args.async_only) row("h5dcp async save (total)", median(t["async_total"]), gb);
     if (measure_memory) {
       row("h5dcp load", median(t["load"]), gb);
       row("h5dcp resharded load", median(t["reshard"]), gb);
+      row("POSIX read (pread 16 MiB)", median(t["posix_read"]), gb);
+      if (cold) {
+        row("h5dcp load, cold", median(t["load_cold"]), gb);
+        row("h5dcp resharded load, cold", median(t["reshard_cold"]), gb);
+        row("POSIX read, cold", median(t["posix_read_cold"]), gb);
+      }
       row("h5dcp async save (total)", median(t["async_total"]), gb);
       std::printf("%-28s %10.3f %10s %13.1f%%  of the sync save\n", "h5dcp async save (blocking)",
                   median(t["async_blocking"]), "", 100 * median(t["async_blocking"]) / median(t["save"]));
       std::printf("%-28s %10.3f %10.3f %13.1f%%  of the sync save (the floor)\n", "memory copy of the shards",
                   median(t["staging_copy"]), gb / median(t["staging_copy"]),
                   100 * median(t["staging_copy"]) / median(t["save"]));
+      std::printf("%-28s %10.3f %10.3f %14s\n", "async, staged in background", median(t["staged_total"]),
+                  gb / median(t["staged_total"]), "(total)");
+      std::printf("%-28s %10.4f %10s %13.2f%%  of the sync save (call %.4f s + wait %.4f s after %.3f s of compute)\n",
+                  "  training waited", median(t["staged_training_waited"]), "",
+                  100 * median(t["staged_training_waited"]) / median(t["save"]), median(t["staged_blocking"]),
+                  median(t["staged_wait"]), median(t["staged_compute"]));
       std::printf("%-28s %10.3f %10.3f %14s\n", (std::to_string(args.small_count) + " small tensors save").c_str(),
                   median(t["small"]), small_gb / median(t["small"]), "");
+      std::printf("%-28s %10.3f %10.3f\n", "  loaded on every rank", median(t["small_load"]),
+                  size_ * small_gb / median(t["small_load"]));
+      if (cold)
+        std::printf("%-28s %10.3f %10.3f\n", "  loaded, cold", median(t["small_load_cold"]),
+                    size_ * small_gb / median(t["small_load_cold"]));
       std::printf("%-28s %10.3f %10.3f %13.2fx  small / large\n", "same bytes in 4 tensors",
                   median(t["small_as_large"]), small_gb / median(t["small_as_large"]),
                   median(t["small"]) / median(t["small_as_large"]));
@@ -370,10 +501,12 @@ int main(int argc, char** argv) {
     if (!args.json.empty()) {
       std::ofstream out(args.json);
       out << "{\n  \"ranks\": " << size_ << ",\n  \"gb\": " << gb << ",\n  \"small_gb\": " << small_gb
-          << ",\n  \"reps\": " << args.reps << ",\n  \"warmup_reps\": " << args.warmup
-          << ",\n  \"correct\": " << (correct ? "true" : "false") << ",\n  \"sync_save_added_bytes\": " << sync_added
-          << ",\n  \"async_save_added_bytes\": " << async_added << ",\n  \"peak_rss_bytes\": " << peak
-          << ",\n  \"shard_bytes\": " << per_rank_bytes
+          << ",\n  \"cold\": " << (cold ? "true" : "false") << ",\n  \"small_count\": " << args.small_count
+          << ",\n  \"small_kib\": " << args.small_kib << ",\n  \"reps\": " << args.reps
+          << ",\n  \"warmup_reps\": " << args.warmup << ",\n  \"correct\": " << (correct ? "true" : "false")
+          << ",\n  \"async_correct\": " << (measure_memory ? (async_correct ? "true" : "false") : "null")
+          << ",\n  \"sync_save_added_bytes\": " << sync_added << ",\n  \"async_save_added_bytes\": " << async_added
+          << ",\n  \"peak_rss_bytes\": " << peak << ",\n  \"shard_bytes\": " << per_rank_bytes
           << ",\n  \"staging_bytes\": " << h5dcp::last_async_save_stats().staging_bytes << ",\n  \"mpi_io\": \""
           << (std::getenv("OMPI_MCA_io") ? std::getenv("OMPI_MCA_io") : "default") << "\",\n  \"median_seconds\": {";
       bool first = true;
@@ -386,5 +519,5 @@ int main(int argc, char** argv) {
   }
   h5dcp::finish_async_saves();
   MPI_Finalize();
-  return correct ? 0 : 1;
+  return correct && async_correct ? 0 : 1;
 }

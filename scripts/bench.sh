@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The whole speed comparison in one command; writes docs/PERFORMANCE.md and
 # docs/performance.png. Runs, on the same data and disk, in one go:
-#   h5dcp-bench under ROMIO (the project default): raw MPI-IO write, h5dcp
-#     save / load / resharded load / async save / 5,000 small tensors, memory;
+#   h5dcp-bench under ROMIO (the project default): raw MPI-IO write, the POSIX
+#     limits (pwrite with h5dcp's tricks, O_DIRECT, reads), h5dcp save / load /
+#     resharded load (loads warm and cold) / async save / staging in the
+#     background / 5,000 small tensors saved and loaded, memory;
 #   the raw MPI-IO write under OMPIO too (the faster component, for reference);
 #   the peer benchmark, PyTorch's own DCP (scripts/dcp_peer_bench.py, in the
 #     project's virtual environment: not h5dcp, run for comparison);
 #   torch.save of the whole (gathered) state from one process.
 # Every side times fsync'd saves from a settled disk; the report states each
 # side's warm-up and refuses a ratio for a side whose own check failed.
+# Loads are timed warm and, as root, cold (the page cache dropped just before).
 # Knobs (environment): GIB (1), REPS (5), RANKS (2), BENCH_DIR (/tmp/h5dcp-bench),
-# DROP_CACHES=1 to drop the page cache before loads (root only),
-# DCP_THREADS (auto: the peer's FileSystemWriter thread_count, tried 1, 2, 4).
+# COLD=0 for warm loads only, DCP_THREADS (auto: the peer's FileSystemWriter
+# thread_count, tried 1, 2, 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GIB=${GIB:-1}
@@ -19,8 +22,8 @@ REPS=${REPS:-5}
 RANKS=${RANKS:-2}
 DIR=${BENCH_DIR:-/tmp/h5dcp-bench}
 DCP_THREADS=${DCP_THREADS:-auto}
-drop=()
-[ "${DROP_CACHES:-0}" = 1 ] && drop=(--drop-caches)
+cold=()
+[ "${COLD:-1}" = 0 ] && cold=(--no-cold)
 
 scripts/install-deps.sh
 source scripts/venv-paths.sh
@@ -40,7 +43,7 @@ findmnt -no SOURCE,FSTYPE,OPTIONS -T "$DIR" > "$out/disk.txt" 2>/dev/null || tru
 status=0
 echo "== h5dcp-bench (ROMIO), $RANKS ranks, $GIB GiB, $REPS reps"
 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" \
-  --json "$out/h5dcp.json" "${drop[@]}" | tee "$out/h5dcp.txt" || status=1
+  --json "$out/h5dcp.json" "${cold[@]}" | tee "$out/h5dcp.txt" || status=1
 echo "== knobs: early write-back off; ROMIO data sieving and collective buffering off (hints file)"
 H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/apps/h5dcp-bench" \
   --gib "$GIB" --reps "$REPS" --dir "$DIR" --save-only --json "$out/no-writeback.json" | grep "h5dcp save"
@@ -48,14 +51,14 @@ printf 'romio_ds_write disable\nromio_cb_write disable\n' > "$out/romio-hints"
 ROMIO_HINTS="$out/romio-hints" OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x ROMIO_HINTS "$build/apps/h5dcp-bench" \
   --gib "$GIB" --reps "$REPS" --dir "$DIR" --save-only --json "$out/hints.json" | grep "h5dcp save"
 echo "== where the time goes: one traced run of 2 repetitions (H5DCP_TRACE=1; the report shows the second)"
-H5DCP_TRACE=1 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_TRACE "$build/apps/h5dcp-bench" --gib "$GIB" \
+H5DCP_TRACE=1 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_TRACE "$build/apps/h5dcp-bench" --gib "$GIB" --no-cold \
   --reps 2 --dir "$DIR" 2> "$out/trace.txt" | tail -3
 echo "== raw MPI-IO write under OMPIO"
 OMPI_MCA_io=ompio mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" --raw-only \
   --json "$out/ompio.json" | tail -1
 echo "== peer: PyTorch DCP (scripts/dcp_peer_bench.py), $REPS reps after one warm-up"
 mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --dir "$DIR/dcp" --gib "$GIB" --reps "$REPS" \
-  --threads "$DCP_THREADS" --json "$out/dcp.json" "${drop[@]}" || status=1
+  --threads "$DCP_THREADS" --json "$out/dcp.json" "${cold[@]}" || status=1
 echo "== torch.save of the whole state from one process"
 "$py" scripts/torch_save_bench.py "$DIR/torch.pt" "$GIB" "$REPS" | tee "$out/torch_save.json" || status=1
 "$py" scripts/performance_report.py "$out" docs/PERFORMANCE.md docs/performance.png

@@ -4,7 +4,7 @@ here. scripts/bench.sh runs it beside apps/h5dcp-bench, on the same data and
 the same disk, and scripts/performance_report.py compares the two.
 
     mpiexec -n RANKS python scripts/dcp_peer_bench.py --dir DIR --gib GIB --reps REPS \
-        --json OUT.json [--threads auto|N] [--drop-caches] [--port P]
+        --json OUT.json [--threads auto|N] [--no-cold] [--small-count N --small-kib K] [--port P]
 
 The data is h5dcp-bench's: 4 float32 tensors [rows, 4096] totalling GIB GiB,
 row-sharded over the ranks (here as DTensors, Shard(0)), value row + i * 1e6
@@ -14,13 +14,21 @@ in tensor i, so that every load is checked bit for bit. Cases:
   load           dcp.load into zeroed DTensors of the same sharding
   reshard        dcp.load with every rank loading another rank's rows (rank r
                  gets rank (r + 1) % world's: h5dcp-bench's "rank shift")
+  load_cold, reshard_cold
+                 the same with the page cache dropped just before (root; not
+                 with --no-cold)
+  small_save, small_load, small_load_cold
+                 h5dcp-bench's small-tensor case: N plain tensors of K KiB
+                 (float32, tensor i filled with i), the same on every rank
+                 (replicated: DCP's planner writes each once), saved, then
+                 loaded on every rank, warm and cold
   async_blocking dcp.async_save, until the call returns (slowest rank)
   async_total    dcp.async_save, until every rank's future has its result
 Every case runs once untimed first (the warm-up repetition, in these same
 processes), then REPS timed repetitions. Before every timed case, untimed:
 the old output is removed and every rank calls os.sync() (a settled disk, as
-h5dcp-bench gives its own cases); with --drop-caches rank 0 also drops the
-page cache before each load. With --threads auto the writer's thread_count
+h5dcp-bench gives its own cases); before each cold load rank 0 also drops
+the page cache. With --threads auto the writer's thread_count
 is chosen by a short trial of 1, 2 and 4 threads first (recorded in the JSON).
 """
 import argparse
@@ -54,7 +62,9 @@ parser.add_argument("--reps", type=int, default=5)
 parser.add_argument("--json", required=True)
 parser.add_argument("--threads", default="auto", help="FileSystemWriter thread_count, or 'auto' (trial of 1, 2, 4)")
 parser.add_argument("--trial-reps", type=int, default=2, help="timed saves per thread_count in the auto trial")
-parser.add_argument("--drop-caches", action="store_true", help="drop the page cache before each load (root)")
+parser.add_argument("--no-cold", action="store_true", help="no cold loads (they drop the page cache: root)")
+parser.add_argument("--small-count", type=int, default=5000, help="tensors of the small-tensor case (0: none)")
+parser.add_argument("--small-kib", type=int, default=16)
 parser.add_argument("--port", default=os.environ.get("MASTER_PORT", "29517"))
 args = parser.parse_args()
 if args.reps < 1:
@@ -66,10 +76,10 @@ dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 # h5dcp-bench pins one ATen thread per rank; so does its peer.
 torch.set_num_threads(1)
-if args.drop_caches and not os.access("/proc/sys/vm/drop_caches", os.W_OK):
-    if rank == 0:
-        print("dcp_peer_bench: --drop-caches needs root (/proc/sys/vm/drop_caches)", file=sys.stderr)
-    sys.exit(2)
+# Cold loads where the page cache can be dropped (rank 0's answer, for all).
+can_drop = torch.tensor([1 if os.access("/proc/sys/vm/drop_caches", os.W_OK) else 0])
+dist.broadcast(can_drop, 0)
+cold = not args.no_cold and bool(can_drop.item())
 
 rows = int(args.gib * 2**30 / 4 / TENSORS / COLS)
 rows -= rows % world
@@ -124,8 +134,6 @@ def settle(path=None):
 
 
 def drop_caches():
-    if not args.drop_caches:
-        return
     dist.barrier()
     if rank == 0:
         os.sync()
@@ -178,7 +186,25 @@ else:
 async_stager = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False,
                                             use_async_staging=False, use_non_blocking_copy=False))
 
-cases = ("save", "load", "reshard", "async_blocking", "async_total")
+small_elems = args.small_kib * 1024 // 4
+
+
+def small_state(fill):
+    return {f"t{i}": torch.full((small_elems,), float(i)) if fill else torch.zeros(small_elems)
+            for i in range(args.small_count)}
+
+
+def small_check(sd):
+    return all_ok(all(torch.equal(v, torch.full((small_elems,), float(k[1:]))) for k, v in sd.items()))
+
+
+small = small_state(True)
+small_path = os.path.join(args.dir, "dcp-small")
+cases = ["save", "load", "reshard", "async_blocking", "async_total"]
+if cold:
+    cases += ["load_cold", "reshard_cold"]
+if args.small_count:
+    cases += ["small_save", "small_load"] + (["small_load_cold"] if cold else [])
 seconds = {c: [] for c in cases}
 ok = {c: True for c in cases}
 for rep in range(1 + args.reps):
@@ -189,10 +215,13 @@ for rep in range(1 + args.reps):
     if keep:
         seconds["save"].append(t)
 
-    for case, m in (("load", mesh), ("reshard", shifted_mesh)):
+    for case, m in (("load", mesh), ("reshard", shifted_mesh), ("load_cold", mesh), ("reshard_cold", shifted_mesh)):
+        if case not in cases:
+            continue
         target = state(m, False)
         settle()
-        drop_caches()
+        if case.endswith("_cold"):
+            drop_caches()
         t = timed(lambda: dcp.load(target, storage_reader=FileSystemReader(save_path)))
         good = check(target, m)
         ok[case] &= good
@@ -200,7 +229,27 @@ for rep in range(1 + args.reps):
             ok["save"] &= good  # the save is checked by reading it back
         if keep:
             seconds[case].append(t)
-        del target
+        target = None  # freed before the next case
+
+    if args.small_count:
+        settle(small_path)
+        t = timed(lambda: dcp.save(small, storage_writer=writer(small_path, threads)))
+        if keep:
+            seconds["small_save"].append(t)
+        for case in ("small_load", "small_load_cold"):
+            if case not in cases:
+                continue
+            target = small_state(False)
+            settle()
+            if case.endswith("_cold"):
+                drop_caches()
+            t = timed(lambda: dcp.load(target, storage_reader=FileSystemReader(small_path)))
+            good = small_check(target)
+            ok[case] &= good
+            ok["small_save"] &= good
+            if keep:
+                seconds[case].append(t)
+            target = None  # freed before the next case
 
     settle(async_path)
     blocking = [0.0]
@@ -219,7 +268,7 @@ for rep in range(1 + args.reps):
     target = state(mesh, False)
     dcp.load(target, storage_reader=FileSystemReader(async_path))
     good = check(target, mesh)
-    del target
+    target = None
     ok["async_blocking"] &= good
     ok["async_total"] &= good
     if keep:
@@ -230,6 +279,7 @@ async_stager.close()
 on_disk = sum(os.path.getsize(os.path.join(save_path, f)) for f in os.listdir(save_path)) if rank == 0 else 0
 settle(save_path)
 settle(async_path)
+settle(small_path)
 if rank == 0:
     result = {
         "benchmark": "peer: PyTorch's torch.distributed.checkpoint (DCP), not h5dcp",
@@ -247,7 +297,11 @@ if rank == 0:
         "warmup_reps": 1,
         "warmup": "every case once, untimed, before the timed repetitions, in the same processes",
         "settled_disk": "before every timed case: old output removed and os.sync() on every rank, untimed",
-        "drop_caches": args.drop_caches,
+        "cold": cold,
+        "drop_caches": "before each *_cold case only, by rank 0 after os.sync()" if cold else "never",
+        "small_count": args.small_count,
+        "small_kib": args.small_kib,
+        "small_gb": args.small_count * small_elems * 4 / 1e9,
         "aten_threads": torch.get_num_threads(),
         "writer": {"class": "FileSystemWriter", "thread_count": threads, "sync_files": True,
                    "single_file_per_rank": True},
@@ -260,7 +314,10 @@ if rank == 0:
                                   "staging memory allocated once (warm-up) and reused"},
         "reshard": "rank r loads the rows of rank (r + 1) % world (DTensor Shard(0) on a permuted mesh)"
                    if world > 1 else "one rank: same as load",
-        "cases": {c: {"seconds": seconds[c], "bytes": nbytes, "ok": ok[c]} for c in cases},
+        "cases": {c: {"seconds": seconds[c], "ok": ok[c],
+                      "bytes": nbytes if not c.startswith("small") else
+                      args.small_count * small_elems * 4 * (world if c.startswith("small_load") else 1)}
+                  for c in cases},
         "median_seconds": {c: statistics.median(seconds[c]) for c in cases},
         "ok": all(ok.values()),
     }
@@ -269,10 +326,11 @@ if rank == 0:
     g = nbytes / 1e9
     print(f"dcp_peer_bench (PEER, PyTorch {torch.__version__} DCP): {world} ranks, {TENSORS} x [{rows}, {COLS}] "
           f"float32 = {g:.3f} GB, {args.reps} reps after 1 warm-up, thread_count {threads}, "
-          f"{'page cache dropped before loads' if args.drop_caches else 'page cache warm'}")
+          f"{'loads warm and cold (page cache dropped)' if cold else 'loads warm only'}")
     for c in cases:
         med = result["median_seconds"][c]
-        rate = f"{g / med:10.3f} GB/s" if c != "async_blocking" else f"{'':15}"
+        size = result["small_gb"] * (world if c.startswith("small_load") else 1) if c.startswith("small") else g
+        rate = f"{size / med:10.3f} GB/s" if c != "async_blocking" else f"{'':15}"
         print(f"{c:16} {med:10.3f} s {rate}  ok={ok[c]}")
 dist.barrier()
 dist.destroy_process_group()

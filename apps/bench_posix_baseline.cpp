@@ -1,0 +1,113 @@
+#include "bench_posix_baseline.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+namespace h5dcp_bench {
+namespace {
+
+constexpr std::int64_t kPiece = std::int64_t{16} << 20;
+
+[[noreturn]] void fail(const std::string& what, const std::string& path, int error) {
+  throw std::runtime_error(what + " '" + path + "': " + std::strerror(error));
+}
+
+// The benchmark's own descriptor, closed on every path out.
+class Fd {
+ public:
+  Fd(const std::string& path, int flags) : fd_(::open(path.c_str(), flags, 0644)) {
+    if (fd_ < 0) fail("open", path, errno);
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+void pwrite_all(int fd, const char* data, std::int64_t bytes, std::int64_t offset, const std::string& path) {
+  while (bytes > 0) {
+    const auto n = ::pwrite(fd, data, static_cast<std::size_t>(bytes), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("pwrite", path, n < 0 ? errno : EIO);
+    data += n;
+    bytes -= n;
+    offset += n;
+  }
+}
+
+void sync_or_fail(int fd, const std::string& path) {
+  if (::fsync(fd) != 0) fail("fsync", path, errno);
+}
+
+}  // namespace
+
+void posix_write(const std::string& path, const std::vector<FileRange>& ranges, std::int64_t writeback_bytes) {
+  const Fd fd(path, O_WRONLY | O_CREAT);
+  for (const auto& r : ranges) {
+    if (r.bytes == 0) continue;
+    const int rc = ::posix_fallocate(fd.get(), static_cast<off_t>(r.offset), static_cast<off_t>(r.bytes));
+    if (rc != 0) fail("posix_fallocate", path, rc);
+  }
+  const std::int64_t piece = writeback_bytes > 0 ? writeback_bytes : kPiece;
+  for (const auto& r : ranges) {
+    for (std::int64_t done = 0; done < r.bytes; done += piece) {
+      const auto n = std::min(piece, r.bytes - done);
+      pwrite_all(fd.get(), static_cast<const char*>(r.data) + done, n, r.offset + done, path);
+      // Offset 0, length 0: the whole file, as h5dcp's early write-back asks.
+      if (writeback_bytes > 0 && ::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE) != 0)
+        fail("sync_file_range", path, errno);
+    }
+  }
+  sync_or_fail(fd.get(), path);
+}
+
+void direct_write(const std::string& path, const std::vector<FileRange>& ranges) {
+  constexpr std::size_t kAlign = 4096;
+  const Fd fd(path, O_WRONLY | O_CREAT | O_DIRECT);
+  void* raw = nullptr;
+  if (::posix_memalign(&raw, kAlign, static_cast<std::size_t>(kPiece)) != 0) throw std::bad_alloc();
+  const std::unique_ptr<char, decltype(&std::free)> buffer(static_cast<char*>(raw), &std::free);
+  for (const auto& r : ranges) {
+    if (r.offset % kAlign != 0 || r.bytes % kAlign != 0)
+      throw std::runtime_error("direct_write: offsets and sizes must be multiples of 4096");
+    for (std::int64_t done = 0; done < r.bytes; done += kPiece) {
+      const auto n = std::min(kPiece, r.bytes - done);
+      std::memcpy(buffer.get(), static_cast<const char*>(r.data) + done, static_cast<std::size_t>(n));
+      pwrite_all(fd.get(), buffer.get(), n, r.offset + done, path);
+    }
+  }
+  sync_or_fail(fd.get(), path);
+}
+
+std::int64_t posix_read(const std::string& path, const std::vector<FileRange>& ranges) {
+  const Fd fd(path, O_RDONLY);
+  const std::unique_ptr<char[]> buffer(new char[static_cast<std::size_t>(kPiece)]);
+  std::int64_t total = 0;
+  for (const auto& r : ranges) {
+    for (std::int64_t done = 0; done < r.bytes;) {
+      const auto want = std::min(kPiece, r.bytes - done);
+      const auto n =
+          ::pread(fd.get(), buffer.get(), static_cast<std::size_t>(want), static_cast<off_t>(r.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail("pread", path, errno);
+      if (n == 0) fail("pread (the file ends early)", path, EIO);
+      done += n;
+      total += n;
+    }
+  }
+  return total;
+}
+
+}  // namespace h5dcp_bench

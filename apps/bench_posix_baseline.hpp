@@ -1,0 +1,38 @@
+#pragma once
+// The physical limit under h5dcp's saves and loads, without MPI-IO or HDF5:
+// plain POSIX calls on the same bytes at the same file offsets (h5dcp-bench
+// times them beside h5dcp, across ranks).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace h5dcp_bench {
+
+/// Bytes of one rank at one offset of the file.
+struct FileRange {
+  std::int64_t offset = 0;
+  const void* data = nullptr;  // the bytes to write; unused by reads
+  std::int64_t bytes = 0;
+};
+
+/// Writes `ranges` into `path` (created if missing; every rank opens it) with
+/// the tricks h5dcp's writer uses: the ranges reserved first
+/// (posix_fallocate), pwrite in pieces of `writeback_bytes`, each followed by
+/// sync_file_range(SYNC_FILE_RANGE_WRITE) of the whole file (early
+/// write-back; 0: none), then fsync. Not collective. Throws
+/// std::runtime_error naming the call that failed.
+void posix_write(const std::string& path, const std::vector<FileRange>& ranges, std::int64_t writeback_bytes);
+
+/// The disk's own write speed (dd oflag=direct): `ranges` written with
+/// O_DIRECT through an aligned bounce buffer of 16 MiB, then fsync. Offsets
+/// and sizes must be multiples of 4096. Not collective. Throws
+/// std::runtime_error.
+void direct_write(const std::string& path, const std::vector<FileRange>& ranges);
+
+/// Reads `ranges` of `path` (dd bs=16M: pread 16 MiB at a time into one
+/// buffer, through the page cache). Returns the bytes read. Not collective.
+/// Throws std::runtime_error, also on a short file.
+std::int64_t posix_read(const std::string& path, const std::vector<FileRange>& ranges);
+
+}  // namespace h5dcp_bench
