@@ -1,5 +1,6 @@
 #include "comm/comm.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -352,9 +353,18 @@ double seconds_now() {
 }
 
 // Polls `requests` until all complete or `deadline`; returns which completed.
+// Ranks that arrive together finish a phase within microseconds, so the first
+// polls only yield the core; a rank still waiting after them sleeps between
+// polls (50 us, doubling to 200 us), leaving the cores to the ranks it waits
+// for.
 std::vector<bool> wait_until(std::vector<MPI_Request>& requests, double deadline) {
+  constexpr int kYieldingPolls = 64;
+  constexpr int kFirstSleepMicroseconds = 50;
+  constexpr int kLongestSleepMicroseconds = 200;
   std::vector<bool> done(requests.size(), false);
   std::size_t left = requests.size();
+  int polls = 0;
+  int sleep_us = kFirstSleepMicroseconds;
   while (left > 0) {
     for (std::size_t i = 0; i < requests.size(); ++i) {
       if (done[i]) continue;
@@ -366,7 +376,12 @@ std::vector<bool> wait_until(std::vector<MPI_Request>& requests, double deadline
       }
     }
     if (left == 0 || seconds_now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (++polls <= kYieldingPolls) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    sleep_us = std::min(2 * sleep_us, kLongestSleepMicroseconds);
   }
   return done;
 }
