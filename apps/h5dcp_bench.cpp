@@ -25,6 +25,9 @@
 //   small     5,000 tensors of 16 KiB vs the same bytes in 4 sharded tensors, and
 //             bare HDF5 making the same 5,000 datasets (the floor under h5dcp's); the
 //             5,000 tensors loaded back on every rank, warm and cold
+//   transformer  a real model's shape: a 24-layer transformer's state dict with AdamW
+//             state (~1,200 tensors from 4 B and 4 KiB to 64 MiB, FSDP-sharded on dim
+//             0), saved, then loaded warm and cold (bench_transformer.hpp)
 // and the peak resident memory of each rank.
 
 #include <ATen/ATen.h>
@@ -45,6 +48,7 @@
 
 #include "bench_hdf5_floor.hpp"
 #include "bench_posix_baseline.hpp"
+#include "bench_transformer.hpp"
 #include "h5dcp/h5dcp.hpp"
 
 namespace {
@@ -58,11 +62,12 @@ struct Args {
   std::string json;
   int small_count = 5000;
   int small_kib = 16;
-  std::int64_t staging_mib = 0;  // 0: this rank's bytes
-  bool independent = false;      // h5dcp saves with independent instead of collective writes
-  bool save_only = false;        // only the raw write and the h5dcp save (to measure a knob)
-  bool raw_only = false;         // only the raw MPI-IO baseline (to time another MPI-IO component)
-  bool async_only = false;       // only the raw write and the async save (to profile it)
+  h5dcp_bench::TransformerShape transformer;  // layers 0: no transformer case
+  std::int64_t staging_mib = 0;               // 0: this rank's bytes
+  bool independent = false;                   // h5dcp saves with independent instead of collective writes
+  bool save_only = false;                     // only the raw write and the h5dcp save (to measure a knob)
+  bool raw_only = false;                      // only the raw MPI-IO baseline (to time another MPI-IO component)
+  bool async_only = false;                    // only the raw write and the async save (to profile it)
 };
 
 constexpr int kTensors = 4;
@@ -142,6 +147,14 @@ h5dcp::StateDict sharded_state(std::int64_t rows, int shift, bool fill) {
     sd["layer" + std::to_string(i) + ".weight"] =
         h5dcp::ShardedTensor({rows, kCols}, {h5dcp::Shard{rows_of(per_rank, owner, i, fill), {owner * per_rank, 0}}});
   return sd;
+}
+
+// Names the case whose save comes next in H5DCP_TRACE's step lines (stderr,
+// rank 0), so that the report attributes each save's steps to its case.
+void mark(const char* name, int rep) {
+  if (rank_ != 0) return;
+  std::fprintf(stderr, "[h5dcp-bench case] %s rep %d\n", name, rep);
+  std::fflush(stderr);
 }
 
 bool check(const h5dcp::StateDict& sd, std::int64_t rows, int shift) {
@@ -263,6 +276,12 @@ int main(int argc, char** argv) {
       args.small_count = std::stoi(value());
     else if (arg == "--small-kib")
       args.small_kib = std::stoi(value());
+    else if (arg == "--transformer-layers")
+      args.transformer.layers = std::stoi(value());
+    else if (arg == "--transformer-hidden")
+      args.transformer.hidden = std::stoll(value());
+    else if (arg == "--transformer-vocab")
+      args.transformer.vocab = std::stoll(value());
     else if (arg == "--staging-mib")
       args.staging_mib = std::stoll(value());
     else if (arg == "--raw-only")
@@ -278,6 +297,8 @@ int main(int argc, char** argv) {
           "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
           "                                 [--json FILE]\n"
           "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
+          "                                 [--transformer-layers L (0: none)] [--transformer-hidden H]\n"
+          "                                 [--transformer-vocab V]\n"
           "                                 [--independent] [--save-only] [--async-only]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
@@ -309,6 +330,9 @@ int main(int argc, char** argv) {
   std::int64_t large_rows = static_cast<std::int64_t>(args.small_count) * small_elems / kTensors / kCols;
   large_rows = std::max<std::int64_t>(size_, large_rows - large_rows % size_);
   auto large = sharded_state(large_rows, 0, true);
+  const bool with_transformer = args.transformer.layers > 0;
+  const auto transformer =
+      with_transformer ? h5dcp_bench::transformer_state(args.transformer, rank_, size_, true) : h5dcp::StateDict{};
 
   // The first async save allocates and touches the staging memory, once for
   // the run: made here, untimed, so that no repetition includes it.
@@ -331,6 +355,7 @@ int main(int argc, char** argv) {
     h5dcp::SaveOptions save_options;
     if (args.independent) save_options.io_mode = h5dcp::IoMode::Independent;
     fresh(ckpt);
+    mark("sync save", rep);
     t["save"].push_back(timed([&] { h5dcp::save(saved, ckpt, save_options); }));
     if (args.save_only) continue;
     // Warm: the file the save just wrote is in the page cache; cold: dropped.
@@ -371,6 +396,7 @@ int main(int argc, char** argv) {
     }));
     double blocking = 0;
     fresh(args.dir + "/async.h5");
+    mark("async save (background)", rep);
     t["async_total"].push_back(timed([&] {
       const double t0 = now();
       auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
@@ -384,6 +410,7 @@ int main(int argc, char** argv) {
     const double compute = 2 * t["staging_copy"].back();
     double waits[2] = {0, 0};  // the call, the wait on `staged`
     fresh(args.dir + "/staged.h5");
+    mark("staged in the background", rep);
     t["staged_total"].push_back(timed([&] {
       const double t0 = now();
       auto handles = h5dcp::async_stage_and_save(saved, args.dir + "/staged.h5", async_options);
@@ -400,6 +427,7 @@ int main(int argc, char** argv) {
     t["staged_training_waited"].push_back(waits[0] + waits[1]);
     t["staged_compute"].push_back(compute);
     fresh(args.dir + "/small.h5");
+    mark("small tensors", rep);
     t["small"].push_back(timed([&] { h5dcp::save(small, args.dir + "/small.h5"); }));
     for (const bool drop : {false, true}) {
       if (drop && !cold) continue;
@@ -408,7 +436,24 @@ int main(int argc, char** argv) {
       t[drop ? "small_load_cold" : "small_load"].push_back(timed([&] { h5dcp::load(back, args.dir + "/small.h5"); }));
       correct &= check_small(back);
     }
+    if (with_transformer) {
+      const auto path = args.dir + "/transformer.h5";
+      fresh(path);
+      mark("transformer", rep);
+      t["transformer_save"].push_back(timed([&] { h5dcp::save(transformer, path); }));
+      for (const bool drop : {false, true}) {
+        if (drop && !cold) continue;
+        drop_caches(drop);
+        auto back = h5dcp_bench::transformer_state(args.transformer, rank_, size_, false);
+        t[drop ? "transformer_load_cold" : "transformer_load"].push_back(timed([&] { h5dcp::load(back, path); }));
+        int ok = h5dcp_bench::transformer_holds_values(back, args.transformer, rank_, size_) ? 1 : 0;
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        correct &= ok == 1;
+      }
+      fresh(path);  // 3.7 GB at the default shape: not left for the next case
+    }
     fresh(args.dir + "/large.h5");
+    mark("same bytes in few tensors", rep);
     t["small_as_large"].push_back(timed([&] { h5dcp::save(large, args.dir + "/large.h5"); }));
     const auto floor_path = args.dir + "/hdf5-floor.h5";
     fresh(floor_path);
@@ -432,6 +477,17 @@ int main(int argc, char** argv) {
   const bool measure_memory = !args.raw_only && !args.save_only && !args.async_only;
   const auto sync_added = !measure_memory ? 0 : added_memory([&] { h5dcp::save(saved, ckpt); });
   const auto async_added = !measure_memory ? 0 : added_memory(async_save);
+  // What a load adds to a process whose target tensors are allocated (and
+  // touched) already: same sharding, and resharded (each rank's block spans
+  // another rank's saved block).
+  std::int64_t load_added = 0;
+  std::int64_t reshard_added = 0;
+  if (measure_memory) {
+    auto same = sharded_state(rows, 0, false);
+    load_added = added_memory([&] { h5dcp::load(same, ckpt); });
+    auto shifted = sharded_state(rows, size_ > 1 ? 1 : 0, false);
+    reshard_added = added_memory([&] { h5dcp::load(shifted, ckpt); });
+  }
   std::int64_t peak = status_bytes("VmHWM:");
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
 
@@ -492,20 +548,37 @@ int main(int argc, char** argv) {
             {"small_hdf5_attrs", "HDF5 alone, 7 attributes"}})
         std::printf("%-28s %10.3f %10.3f %13.2fx  / large (the floor)\n", name, median(t[key]),
                     small_gb / median(t[key]), median(t[key]) / median(t["small_as_large"]));
+      if (with_transformer) {
+        const double tgb = static_cast<double>(h5dcp_bench::transformer_bytes(args.transformer)) / 1e9;
+        std::printf("transformer (%s; %d tensors, %.3f GB):\n", h5dcp_bench::describe(args.transformer).c_str(),
+                    h5dcp_bench::transformer_tensor_count(args.transformer), tgb);
+        row("  save", median(t["transformer_save"]), tgb);
+        row("  load", median(t["transformer_load"]), tgb);
+        if (cold) row("  load, cold", median(t["transformer_load_cold"]), tgb);
+      }
       std::printf(
           "memory a save adds per rank: sync %.1f MB, async %.1f MB (shard %.1f MB, staging %.1f MB held "
           "already)\n",
           sync_added / 1e6, async_added / 1e6, per_rank_bytes / 1e6,
           h5dcp::last_async_save_stats().staging_bytes / 1e6);
+      std::printf("memory a load adds per rank: same sharding %.1f MB, resharded %.1f MB (targets %.1f MB held)\n",
+                  load_added / 1e6, reshard_added / 1e6, per_rank_bytes / 1e6);
     }
     if (!args.json.empty()) {
       std::ofstream out(args.json);
       out << "{\n  \"ranks\": " << size_ << ",\n  \"gb\": " << gb << ",\n  \"small_gb\": " << small_gb
           << ",\n  \"cold\": " << (cold ? "true" : "false") << ",\n  \"small_count\": " << args.small_count
-          << ",\n  \"small_kib\": " << args.small_kib << ",\n  \"reps\": " << args.reps
-          << ",\n  \"warmup_reps\": " << args.warmup << ",\n  \"correct\": " << (correct ? "true" : "false")
+          << ",\n  \"small_kib\": " << args.small_kib << ",\n  \"transformer\": "
+          << (with_transformer
+                  ? "{\"shape\": \"" + h5dcp_bench::describe(args.transformer) +
+                        "\", \"tensors\": " + std::to_string(h5dcp_bench::transformer_tensor_count(args.transformer)) +
+                        ", \"bytes\": " + std::to_string(h5dcp_bench::transformer_bytes(args.transformer)) + "}"
+                  : std::string("null"))
+          << ",\n  \"reps\": " << args.reps << ",\n  \"warmup_reps\": " << args.warmup
+          << ",\n  \"correct\": " << (correct ? "true" : "false")
           << ",\n  \"async_correct\": " << (measure_memory ? (async_correct ? "true" : "false") : "null")
           << ",\n  \"sync_save_added_bytes\": " << sync_added << ",\n  \"async_save_added_bytes\": " << async_added
+          << ",\n  \"load_added_bytes\": " << load_added << ",\n  \"reshard_added_bytes\": " << reshard_added
           << ",\n  \"peak_rss_bytes\": " << peak << ",\n  \"shard_bytes\": " << per_rank_bytes
           << ",\n  \"staging_bytes\": " << h5dcp::last_async_save_stats().staging_bytes << ",\n  \"mpi_io\": \""
           << (std::getenv("OMPI_MCA_io") ? std::getenv("OMPI_MCA_io") : "default") << "\",\n  \"median_seconds\": {";

@@ -1,4 +1,5 @@
-// h5dcp-plan-bench: how long load planning's chunk lookups take at scale.
+// h5dcp-plan-bench: how long planning takes at scale: a resharded load's
+// chunk lookups, and a save's plans (plan_bench_save.hpp).
 //
 //   h5dcp-plan-bench [--ranks N] [--tensors M]
 //
@@ -29,6 +30,7 @@
 
 #include "plan/chunk_geometry.hpp"
 #include "plan/chunk_index.hpp"
+#include "plan_bench_save.hpp"
 
 namespace {
 
@@ -205,7 +207,8 @@ void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: h5dcp-plan-bench [--ranks N] [--tensors M]\n"
                "  Times load planning's chunk lookups (ChunkIndex) for N ranks (default 1024)\n"
-               "  loading M tensors (default 1000) saved by N ranks with another sharding.\n"
+               "  loading M tensors (default 1000) saved by N ranks with another sharding,\n"
+               "  and the planning of a save of M tensors by N ranks.\n"
                "  Exits 1 when an answer is wrong.\n");
 }
 
@@ -269,5 +272,6 @@ int main(int argc, char** argv) {
                 r.build_s, r.query_s, r.reuse_s);
     std::fflush(stdout);
   }
+  ok = h5dcp_bench::run_save_planning(ranks, tensors) && ok;
   return ok ? 0 : 1;
 }

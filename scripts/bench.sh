@@ -8,7 +8,8 @@
 #   the raw MPI-IO write under OMPIO too (the faster component, for reference);
 #   the peer benchmark, PyTorch's own DCP (scripts/dcp_peer_bench.py, in the
 #     project's virtual environment: not h5dcp, run for comparison);
-#   torch.save of the whole (gathered) state from one process.
+#   torch.save of the whole (gathered) state from one process;
+#   h5dcp-plan-bench: a save's and a resharded load's planning at 1,024 ranks.
 # Every side times fsync'd saves from a settled disk; the report states each
 # side's warm-up and refuses a ratio for a side whose own check failed.
 # Loads are timed warm and, as root, cold (the page cache dropped just before).
@@ -53,6 +54,8 @@ ROMIO_HINTS="$out/romio-hints" OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x ROMIO
 echo "== where the time goes: one traced run of 2 repetitions (H5DCP_TRACE=1; the report shows the second)"
 H5DCP_TRACE=1 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_TRACE "$build/apps/h5dcp-bench" --gib "$GIB" --no-cold \
   --reps 2 --dir "$DIR" 2> "$out/trace.txt" | tail -3
+echo "== planning at scale: h5dcp-plan-bench (1,024 ranks x 1,000 tensors, one process)"
+"$build/apps/h5dcp-plan-bench" | tee "$out/plan.txt" || status=1
 echo "== raw MPI-IO write under OMPIO"
 OMPI_MCA_io=ompio mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" --raw-only \
   --json "$out/ompio.json" | tail -1

@@ -22,6 +22,11 @@ in tensor i, so that every load is checked bit for bit. Cases:
                  (float32, tensor i filled with i), the same on every rank
                  (replicated: DCP's planner writes each once), saved, then
                  loaded on every rank, warm and cold
+  transformer_save, transformer_load, transformer_load_cold
+                 h5dcp-bench's real model shape (apps/bench_transformer.hpp): a
+                 GPT-like transformer's state dict with AdamW state, every
+                 parameter and moment a DTensor Shard(0), each step a replicated
+                 0-d tensor; saved, then loaded warm and cold
   async_blocking dcp.async_save, until the call returns (slowest rank)
   async_total    dcp.async_save, until every rank's future has its result
 Every case runs once untimed first (the warm-up repetition, in these same
@@ -65,6 +70,9 @@ parser.add_argument("--trial-reps", type=int, default=2, help="timed saves per t
 parser.add_argument("--no-cold", action="store_true", help="no cold loads (they drop the page cache: root)")
 parser.add_argument("--small-count", type=int, default=5000, help="tensors of the small-tensor case (0: none)")
 parser.add_argument("--small-kib", type=int, default=16)
+parser.add_argument("--transformer-layers", type=int, default=24, help="0: no transformer case")
+parser.add_argument("--transformer-hidden", type=int, default=1024)
+parser.add_argument("--transformer-vocab", type=int, default=16384)
 parser.add_argument("--port", default=os.environ.get("MASTER_PORT", "29517"))
 args = parser.parse_args()
 if args.reps < 1:
@@ -198,13 +206,93 @@ def small_check(sd):
     return all_ok(all(torch.equal(v, torch.full((small_elems,), float(k[1:]))) for k, v in sd.items()))
 
 
+def transformer_parameters():
+    """apps/bench_transformer.cpp's parameters, names and global shapes, in its order."""
+    h, layers = args.transformer_hidden, args.transformer_layers
+    params = [("embed.weight", (args.transformer_vocab, h)), ("pos.weight", (1024, h))]
+    for layer in range(layers):
+        for name, shape in (("ln1.weight", (h,)), ("ln1.bias", (h,)), ("attn.qkv.weight", (3 * h, h)),
+                            ("attn.qkv.bias", (3 * h,)), ("attn.proj.weight", (h, h)), ("attn.proj.bias", (h,)),
+                            ("ln2.weight", (h,)), ("ln2.bias", (h,)), ("mlp.fc1.weight", (4 * h, h)),
+                            ("mlp.fc1.bias", (4 * h,)), ("mlp.fc2.weight", (h, 4 * h)), ("mlp.fc2.bias", (h,))):
+            params.append((f"layers.{layer}.{name}", shape))
+    return params + [("ln_f.weight", (h,)), ("ln_f.bias", (h,))]
+
+
+def transformer_block(shape, k, fill):
+    """This rank's dim-0 block of tensor number k: element [r, ...] holds r + k * 16384."""
+    rows = shape[0] // world
+    local = (rows,) + tuple(shape[1:])
+    if not fill:
+        return torch.zeros(local)
+    values = torch.arange(rows, dtype=torch.float32) + float(rank * rows + k * 16384)
+    return values if len(shape) == 1 else values.unsqueeze(1).expand(local).contiguous()
+
+
+def transformer_state(fill):
+    def dt(shape, k):
+        return DTensor.from_local(transformer_block(shape, k, fill), mesh, [Shard(0)], run_check=False,
+                                  shape=torch.Size(shape), stride=torch.empty(shape, device="meta").stride())
+    model, optim, k = {}, {}, 0
+    for name, shape in transformer_parameters():
+        model[name] = dt(shape, k)
+        optim[name] = {"exp_avg": dt(shape, k + 1), "exp_avg_sq": dt(shape, k + 2),
+                       "step": torch.tensor(100.0 if fill else 0.0)}
+        k += 3
+    return {"model": model, "optim": {"state": optim}}
+
+
+def transformer_check(sd):
+    good, k = True, 0
+    for name, shape in transformer_parameters():
+        good &= torch.equal(sd["model"][name].to_local(), transformer_block(shape, k, True))
+        state = sd["optim"]["state"][name]
+        good &= torch.equal(state["exp_avg"].to_local(), transformer_block(shape, k + 1, True))
+        good &= torch.equal(state["exp_avg_sq"].to_local(), transformer_block(shape, k + 2, True))
+        good &= state["step"].item() == 100.0
+        k += 3
+    return all_ok(good)
+
+
+def transformer_bytes():
+    return sum(3 * 4 * torch.Size(shape).numel() + 4 for _, shape in transformer_parameters())
+
+
 small = small_state(True)
 small_path = os.path.join(args.dir, "dcp-small")
+def save_then_load(name, state_dict, path, make_target, check_target, keep):
+    """Cases NAME_save, then NAME_load and NAME_load_cold (those in `cases`):
+    a timed save from a settled disk, then timed loads into fresh targets,
+    each checked (a failed load fails the save's check too)."""
+    settle(path)
+    t = timed(lambda: dcp.save(state_dict, storage_writer=writer(path, threads)))
+    if keep:
+        seconds[f"{name}_save"].append(t)
+    for case in (f"{name}_load", f"{name}_load_cold"):
+        if case not in cases:
+            continue
+        target = make_target(False)
+        settle()
+        if case.endswith("_cold"):
+            drop_caches()
+        t = timed(lambda: dcp.load(target, storage_reader=FileSystemReader(path)))
+        good = check_target(target)
+        ok[case] &= good
+        ok[f"{name}_save"] &= good
+        if keep:
+            seconds[case].append(t)
+        target = None
+
+
 cases = ["save", "load", "reshard", "async_blocking", "async_total"]
 if cold:
     cases += ["load_cold", "reshard_cold"]
 if args.small_count:
     cases += ["small_save", "small_load"] + (["small_load_cold"] if cold else [])
+transformer = transformer_state(True) if args.transformer_layers else None
+transformer_path = os.path.join(args.dir, "dcp-transformer")
+if transformer:
+    cases += ["transformer_save", "transformer_load"] + (["transformer_load_cold"] if cold else [])
 seconds = {c: [] for c in cases}
 ok = {c: True for c in cases}
 for rep in range(1 + args.reps):
@@ -232,24 +320,10 @@ for rep in range(1 + args.reps):
         target = None  # freed before the next case
 
     if args.small_count:
-        settle(small_path)
-        t = timed(lambda: dcp.save(small, storage_writer=writer(small_path, threads)))
-        if keep:
-            seconds["small_save"].append(t)
-        for case in ("small_load", "small_load_cold"):
-            if case not in cases:
-                continue
-            target = small_state(False)
-            settle()
-            if case.endswith("_cold"):
-                drop_caches()
-            t = timed(lambda: dcp.load(target, storage_reader=FileSystemReader(small_path)))
-            good = small_check(target)
-            ok[case] &= good
-            ok["small_save"] &= good
-            if keep:
-                seconds[case].append(t)
-            target = None  # freed before the next case
+        save_then_load("small", small, small_path, small_state, small_check, keep)
+    if transformer:
+        save_then_load("transformer", transformer, transformer_path, transformer_state, transformer_check, keep)
+        settle(transformer_path)  # not left for the next case
 
     settle(async_path)
     blocking = [0.0]
@@ -302,6 +376,10 @@ if rank == 0:
         "small_count": args.small_count,
         "small_kib": args.small_kib,
         "small_gb": args.small_count * small_elems * 4 / 1e9,
+        "transformer": {"shape": f"{args.transformer_layers} layers, hidden {args.transformer_hidden}, "
+                                 f"vocab {args.transformer_vocab}",
+                        "tensors": 4 * len(transformer_parameters()), "bytes": transformer_bytes()}
+        if transformer else None,
         "aten_threads": torch.get_num_threads(),
         "writer": {"class": "FileSystemWriter", "thread_count": threads, "sync_files": True,
                    "single_file_per_rank": True},
@@ -315,7 +393,8 @@ if rank == 0:
         "reshard": "rank r loads the rows of rank (r + 1) % world (DTensor Shard(0) on a permuted mesh)"
                    if world > 1 else "one rank: same as load",
         "cases": {c: {"seconds": seconds[c], "ok": ok[c],
-                      "bytes": nbytes if not c.startswith("small") else
+                      "bytes": transformer_bytes() if c.startswith("transformer") else nbytes
+                      if not c.startswith("small") else
                       args.small_count * small_elems * 4 * (world if c.startswith("small_load") else 1)}
                   for c in cases},
         "median_seconds": {c: statistics.median(seconds[c]) for c in cases},
@@ -329,7 +408,7 @@ if rank == 0:
           f"{'loads warm and cold (page cache dropped)' if cold else 'loads warm only'}")
     for c in cases:
         med = result["median_seconds"][c]
-        size = result["small_gb"] * (world if c.startswith("small_load") else 1) if c.startswith("small") else g
+        size = result["cases"][c]["bytes"] / 1e9
         rate = f"{size / med:10.3f} GB/s" if c != "async_blocking" else f"{'':15}"
         print(f"{c:16} {med:10.3f} s {rate}  ok={ok[c]}")
 dist.barrier()

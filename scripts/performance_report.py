@@ -3,7 +3,8 @@ usage: performance_report.py RESULTS_DIR OUT.md OUT.png   (OUT.png "-": no chart
 
 RESULTS_DIR holds what bench.sh wrote: h5dcp.json (+ h5dcp.txt, its
 stdout), ompio.json, no-writeback.json, hints.json, trace.txt, dcp.json (the
-peer, scripts/dcp_peer_bench.py), torch_save.json, disk.txt. Every number in
+peer, scripts/dcp_peer_bench.py), torch_save.json, disk.txt, plan.txt
+(h5dcp-plan-bench's output). Every number in
 the generated text comes from those files; the only literals are the targets'
 thresholds below. A side whose own correctness check failed gets no ratio."""
 import json
@@ -35,6 +36,8 @@ COLD_VS_READ = 1.2         # cold load time ≤ this × a cold POSIX read of the
 SMALL_VS_DCP = 1.0         # many small tensors: save and load speed ≥ this × DCP's
 ASYNC_VS_COPY = 1.1        # async blocking time ≤ this × the bare copy into touched memory
 STAGED_WAITED = 0.01       # background staging: time training waits ≤ this × the sync save
+LOAD_MEMORY = 0.10         # memory a load adds (its targets held) ≤ this × the rank's shard
+PLAN_SECONDS = 1.0         # save and resharded-load planning, 1,024 ranks × 1,000 tensors, one core
 
 
 def load_json(name):
@@ -180,6 +183,17 @@ for case, label in (("small_save", "save"), ("small_load", "load, on every rank"
         rows.append((f"{PEER} {label}, {small_name}", p_med[case], pc[case]["bytes"] / 1e9 / p_med[case],
                      spread(pc[case]["seconds"]), check_cell(p_ok[case]) + (" (read back)" if case == "small_save"
                                                                            else "")))
+tf = h.get("transformer")
+tf_name = f"transformer ({tf['shape']}; {tf['tensors']:,} tensors)" if tf else None
+if tf:
+    rows += [(f"h5dcp {label}, {tf_name}", s.get(key), h_rate(key, tf["bytes"] / 1e9), "", check_cell(h_ok))
+             for key, label in (("transformer_save", "save"), ("transformer_load", "load"),
+                                ("transformer_load_cold", "load, cold")) if key in s]
+for key, label in (("transformer_save", "save"), ("transformer_load", "load"), ("transformer_load_cold", "load, cold")):
+    if key in p_med:
+        rows.append((f"{PEER} {label}, transformer", p_med[key], pc[key]["bytes"] / 1e9 / p_med[key],
+                     spread(pc[key]["seconds"]), check_cell(p_ok[key]) + (" (read back)" if key.endswith("save")
+                                                                         else "")))
 rows += [
     (f"h5dcp save, same bytes in {few}", s["small_as_large"], h_rate("small_as_large", h["small_gb"]), "",
      "not read back"),
@@ -203,22 +217,25 @@ for name, file in (("early write-back off (H5DCP_WRITEBACK_MIB=0)", "no-writebac
 # (per repetition, the bench's order: sync save, async save, small tensors,
 # the same bytes in few tensors). The second repetition's: a process's first
 # save pays for first touches of memory and is no typical one.
+# h5dcp-bench names each case before its save ("[h5dcp-bench case] NAME rep N";
+# rep -1 is the warm-up); the save's step lines follow it.
 TRACE_RANK = 0
-groups = []
+by_case = {}  # (name, rep) -> [(step, waited, worked)]
+current = None
 for line in read_text("trace.txt").splitlines():
-    m = re.match(rf"\[h5dcp trace\] rank {TRACE_RANK} (save:\w+)\s+waited ([0-9.]+) s, worked ([0-9.]+) s", line)
-    if not m:
+    m = re.match(r"\[h5dcp-bench case\] (.+) rep (-?\d+)$", line)
+    if m:
+        current = (m.group(1), int(m.group(2)))
+        by_case[current] = []
         continue
-    if m.group(1) == "save:plan":
-        groups.append([])
-    if groups:
-        groups[-1].append((m.group(1), float(m.group(2)), float(m.group(3))))
-traced_names = ["sync save", "async save (background)", "staged in the background", small_short,
-                f"same bytes in {few}"]
-per_rep = len(traced_names)
-traced_rep = "second" if len(groups) >= 2 * per_rep else "first"
-groups = groups[per_rep:2 * per_rep] if len(groups) >= 2 * per_rep else groups[:per_rep]
-traced = dict(zip(traced_names, groups))
+    m = re.match(rf"\[h5dcp trace\] rank {TRACE_RANK} (save:\w+)\s+waited ([0-9.]+) s, worked ([0-9.]+) s", line)
+    if m and current:
+        by_case[current].append((m.group(1), float(m.group(2)), float(m.group(3))))
+traced_reps = sorted({r for _, r in by_case})
+traced_rep_index = 1 if 1 in traced_reps else (traced_reps[-1] if traced_reps else None)
+traced_rep = {0: "first", 1: "second"}.get(traced_rep_index, f"repetition {traced_rep_index}")
+labels = {"small tensors": small_short, "same bytes in few tensors": f"same bytes in {few}"}
+traced = {labels.get(name, name): steps for (name, r), steps in by_case.items() if r == traced_rep_index and steps}
 
 
 def compare(text, *sides, same=True):
@@ -290,8 +307,15 @@ def target_next(name, text, met, *sides, same=None):
 
 
 H_ASYNC = ("h5dcp's async checkpoints", h.get("async_correct") is not False)
-# The small-tensor cases are compared only for the same bytes.
-small_same = bool(peer) and peer.get("small_gb") is not None and abs(peer["small_gb"] - h["small_gb"]) <= \
+# The transformer and small-tensor cases are compared only for the same bytes.
+tf_same = bool(tf and peer and peer.get("transformer")) and peer["transformer"]["bytes"] == tf["bytes"]
+for case, label in (("transformer_save", "save"), ("transformer_load", "load (warm)"),
+                    ("transformer_load_cold", "load (cold)")):
+    target_next(f"transformer with AdamW state: {label} ≥ {SMALL_VS_DCP:g} × {PEER}'s speed",
+                lambda case=case: f"{p_med[case] / s[case]:.2f} ×",
+                lambda case=case: p_med[case] / s[case] >= SMALL_VS_DCP, H,
+                (f"{PEER} transformer {label}", p_ok.get(case), p_med.get(case), s.get(case)), same=tf_same)
+small_same_bytes = bool(peer) and peer.get("small_gb") is not None and abs(peer["small_gb"] - h["small_gb"]) <= \
     1e-4 * h["small_gb"]
 target_next(f"save ≥ {SAVE_VS_POSIX:g} × the POSIX write with h5dcp's tricks (space reserved, early write-back, "
             "fsync)",
@@ -316,7 +340,7 @@ for case, mine, label in (("small_save", "small", "save"), ("small_load", "small
                 lambda case=case, mine=mine: f"{p_med[case] / s[mine]:.2f} ×",
                 lambda case=case, mine=mine: p_med[case] / s[mine] >= SMALL_VS_DCP, H,
                 (f"{PEER} {small_short} {label}", p_ok.get(case), p_med.get(case), s.get(mine)),
-                same=small_same)
+                same=small_same_bytes)
 target_next(f"async blocking ≤ {ASYNC_VS_COPY:g} × the bare copy of the shards into touched memory",
             lambda: f"{s['async_blocking'] / s['staging_copy']:.2f} ×",
             lambda: s["async_blocking"] <= ASYNC_VS_COPY * s["staging_copy"], H, H_ASYNC,
@@ -328,6 +352,37 @@ target_next(f"staged in the background, with a step's compute longer than the co
             lambda: s["staged_training_waited"] <= STAGED_WAITED * s["save"], H, H_ASYNC,
             ("the staged case", True, s.get("staged_training_waited")))
 
+target_next(f"memory a load adds ≤ {100 * LOAD_MEMORY:g} % of the rank's shard (same sharding and resharded)",
+            lambda: f"same sharding {h['load_added_bytes'] / 1e6:.1f} MB, resharded {h['reshard_added_bytes'] / 1e6:.1f}"
+                    f" MB (limit {LOAD_MEMORY * h['shard_bytes'] / 1e6:.0f} MB)",
+            lambda: max(h["load_added_bytes"], h["reshard_added_bytes"]) <= LOAD_MEMORY * h["shard_bytes"], H,
+            ("the load memory", True, h.get("load_added_bytes")))
+target_next(f"memory a save adds ≤ {100 * MEMORY_ADDED:g} % of shard + staging",
+            lambda: f"sync {h['sync_save_added_bytes'] / 1e6:.1f} MB, async {h['async_save_added_bytes'] / 1e6:.1f} MB "
+                    f"(limit {mem_limit / 1e6:.0f} MB)",
+            lambda: max(h["sync_save_added_bytes"], h["async_save_added_bytes"]) <= mem_limit, H)
+# The planning bench (h5dcp-plan-bench's output, plan.txt): its slowest load
+# case (all ranks' lookups together) and the save's critical path.
+plan_out = read_text("plan.txt")
+# Load cases: name, ranks, tensors, queries, overlaps, index s, query s, reuse s (all ranks together).
+plan_load = [(m.group(1), float(m.group(6)) + min(float(m.group(7)), float(m.group(8))))
+             for m in re.finditer(r"^(\S.*?)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$",
+                                  plan_out, re.M)]
+slowest_load = max(plan_load, key=lambda x: x[1]) if plan_load else None
+m = re.search(r"save planning, (\d+) ranks x (\d+) row-sharded", plan_out)
+plan_scale = f"{int(m.group(1)):,} ranks × {int(m.group(2)):,} tensors" if m else None
+m = re.search(r"the critical path \(the three above\)\s+([0-9.]+)", plan_out)
+plan_save_s = float(m.group(1)) if m else None
+m = re.search(r"bytes per rank: sends (\d+) \(its local plan\), receives (\d+)", plan_out)
+plan_bytes = (int(m.group(1)), int(m.group(2))) if m else None
+target_next(f"planning a save for {plan_scale or '1,024 ranks × 1,000 tensors'} < {PLAN_SECONDS:g} s on one core",
+            lambda: f"{plan_save_s:.3f} s; per rank {plan_bytes[0]:,} bytes sent, {plan_bytes[1]:,} received",
+            lambda: plan_save_s < PLAN_SECONDS, ("h5dcp-plan-bench", True, plan_save_s, plan_bytes))
+target_next(f"planning a resharded load for {plan_scale or '1,024 ranks × 1,000 tensors'} < {PLAN_SECONDS:g} s on one "
+            "core (every rank's lookups, simulated one after another)",
+            lambda: f"{slowest_load[1]:.3f} s (the slowest case: {slowest_load[0]})",
+            lambda: slowest_load[1] < PLAN_SECONDS, ("h5dcp-plan-bench", True, slowest_load))
+
 # h5dcp against the peer, case by case.
 versus = []
 for case, label in PEER_CASES:
@@ -337,11 +392,16 @@ for case, label in PEER_CASES:
                       same=same_data)
     versus.append((label, s[case], p_med[case], text))
 for case, mine, label in (("small_save", "small", "save"), ("small_load", "small_load", "load, on every rank"),
-                          ("small_load_cold", "small_load_cold", "load, on every rank, cold")):
+                          ("small_load_cold", "small_load_cold", "load, on every rank, cold"),
+                          ("transformer_save", "transformer_save", "save"),
+                          ("transformer_load", "transformer_load", "load"),
+                          ("transformer_load_cold", "transformer_load_cold", "load, cold")):
+    same_bytes = tf_same if case.startswith("transformer") else small_same_bytes
+    name = "transformer" if case.startswith("transformer") else small_name
     if case in p_med and mine in s:
         text, _ = compare(lambda: f"{p_med[case] / s[mine]:.2f} ×", H,
-                          (f"{PEER} {small_short} {label}", p_ok[case], p_med[case]), same=small_same)
-        versus.append((f"{small_name}: {label}", s[mine], p_med[case], text))
+                          (f"{PEER} {name} {label}", p_ok[case], p_med[case]), same=same_bytes)
+        versus.append((f"{name}: {label}", s[mine], p_med[case], text))
 
 
 def warmup_text():
@@ -437,18 +497,58 @@ if knobs:
         ind = f"{raw_ind:.3f}" if raw_ind else "n/a"
         ratio = f"{s['save'] / sec:.2f} × the speed" if kok else "not compared: check failed"
         lines.append(f"| {name} | {sec:.3f} | {ratio} | {raw:.3f} / {ind} |")
+if plan_out.strip():
+    lines += ["", "## Planning at scale (h5dcp-plan-bench, one process, its output)", "", "```",
+              *plan_out.strip().splitlines(), "```"]
 if traced:
-    steps = [st for st, _, _ in next(iter(traced.values()))]
+    steps = list(dict.fromkeys(st for g in traced.values() for st, _, _ in g))
     lines += ["", f"## Where the time goes (rank {TRACE_RANK}, {traced_rep} repetition of a traced run, seconds "
               "worked per step)", "",
               "| step | " + " | ".join(traced) + " |", "|---|" + "---:|" * len(traced)]
-    for i, st in enumerate(steps):
+    for st in steps:
         cells = []
         for g in traced.values():
-            cells.append(f"{g[i][2]:.3f}" if i < len(g) else "")
+            worked = sum(w for name, _, w in g if name == st)
+            cells.append(f"{worked:.3f}" if any(name == st for name, _, _ in g) else "")
         lines.append(f"| {st} | " + " | ".join(cells) + " |")
 
 # Figures for the prose below, all from this run.
+
+
+def limits_text():
+    """The physical limits, in this run's figures (empty where one is missing)."""
+    if not all(k in s for k in ("posix_write", "direct_write")) or not h_ok:
+        return ""
+    return (f" In this run the POSIX write took {s['posix_write']:.3f} s, O_DIRECT {s['direct_write']:.3f} s and"
+            f" h5dcp's save {s['save']:.3f} s ({bw(s['save']) / bw(s['posix_write']):.2f} × the POSIX write's"
+            " speed).")
+
+
+def cold_text():
+    """Where the cold loads stand against the disk, in this run's figures."""
+    if not cold or "posix_read_cold" not in s or not h_ok:
+        return ""
+    text = (f" A cold POSIX read of the same bytes took {s['posix_read_cold']:.3f} s; h5dcp's cold loads"
+            f" {s['load_cold']:.3f} s (same sharding) and {s['reshard_cold']:.3f} s (resharded).")
+    if "load_cold" in p_med and p_ok.get("load_cold") and same_data:
+        disk = p_med["load_cold"] / s["posix_read_cold"]
+        text += (f" {PEER}'s cold load took {p_med['load_cold']:.3f} s, {1 / disk:.2f} × the cold read's speed:"
+                 f" {COLD_VS_DCP:g} × its speed would be {COLD_VS_DCP / disk:.2f} × the speed at which this disk"
+                 " reads the bytes cold" + (", faster than the disk." if COLD_VS_DCP / disk > 1 else "."))
+    return text
+
+
+def transformer_text():
+    if not tf or "transformer_save" not in s or not h_ok:
+        return ""
+    text = (f" h5dcp saved it in {s['transformer_save']:.3f} s and loaded it in {s['transformer_load']:.3f} s"
+            + (f" ({s['transformer_load_cold']:.3f} s cold)" if "transformer_load_cold" in s else ""))
+    if "transformer_save" in p_med and tf_same:
+        text += (f"; {PEER} in {p_med['transformer_save']:.3f} s and {p_med['transformer_load']:.3f} s"
+                 + (f" ({p_med['transformer_load_cold']:.3f} s cold)" if "transformer_load_cold" in p_med else ""))
+    return text + "."
+
+
 no_wb = next((k for k in knobs if k[0].startswith("early write-back")), None)
 plan = next((w for st, _, w in traced.get("sync save", []) if st == "save:plan"), None)
 sync_worked = sum(w for _, _, w in traced.get("sync save", []))
@@ -528,12 +628,45 @@ prose = [
        " of the save" if "staging_copy" in s and h_ok else "")
     + ". With more cores per rank the copy is parallel (ATen's intra-op threads; the benchmark",
     "  pins one).",
+    "- **Waiting for the other ranks.** Every collective phase (comm/comm.cpp) polls its",
+    "  nonblocking messages until a deadline, so that a rank that never arrives is named rather",
+    "  than waited for. The poll used to sleep 200 µs between rounds; it now only yields the core",
+    "  for its first rounds (ranks that arrive together are done within microseconds) and then",
+    "  sleeps 50 µs, doubling up to 200 µs. A phase among ranks that arrive together, like the",
+    "  plan of an async save, then costs about what its messages take: measured faster in an A/B",
+    "  run of h5dcp-bench (the staged case's call, with the earlier library through",
+    "  LD_LIBRARY_PATH) before it was kept.",
     "- **Staging in the background** (`async_stage_and_save`, DCP's async staging): the call",
     "  returns once the save is planned; a staging thread copies the blocks while the caller",
     "  computes, and the caller waits on the `staged` handle just before its optimizer step. The",
     "  bench's step computes for twice the bare copy's time of its repetition, as a sleep: a GPU",
     "  step, which leaves the CPU cores free for the copy. A CPU-bound step on a machine without",
     "  a core to spare shares its cores with the copy, and waits for it in effect.",
+    "- **The physical limits.** The POSIX write puts the same bytes at the same offsets with the",
+    "  tricks h5dcp's writer uses (the space reserved with posix_fallocate, early write-back every",
+    "  `H5DCP_WRITEBACK_MIB` MiB, fsync), without HDF5, MPI-IO or checksums; the O_DIRECT write",
+    "  (dd oflag=direct) bypasses the page cache and shows what the disk itself takes." + limits_text(),
+    "- **Cold loads.** Every load case runs twice: right after its save (the file in the page",
+    "  cache) and after the page cache is dropped (`echo 3 > /proc/sys/vm/drop_caches`, as root,",
+    "  after `sync`), as after a requeue on another node. The cold POSIX read (pread of 16 MiB",
+    "  pieces, like `dd bs=16M`) is the disk's own figure." + cold_text(),
+    f"- **A real model's shape.** {tf_name[0].upper() + tf_name[1:] if tf_name else 'A transformer'} with",
+    "  AdamW state, every parameter and moment sharded on dim 0 over the ranks (FSDP), each step",
+    "  a replicated 0-d tensor: tensors from a few bytes and 4 KiB to 64 MiB; the peer saves the",
+    "  same values as DTensors." + transformer_text(),
+    "- **Planning at scale** (h5dcp-plan-bench, section above). A resharded load's lookups are",
+    "  an index per tensor (`plan/chunk_index`), not a loop over every saved chunk. A save's plan",
+    "  is gathered to the coordinator, merged, and the whole global plan is broadcast to every",
+    "  rank: HDF5's metadata is written collectively, so every rank creates every dataset with",
+    "  its attributes (the chunk offsets and sizes of every tensor among them) and needs every",
+    "  tensor's chunks, not only its own"
+    + (f". At {plan_scale} the planning took {plan_save_s:.3f} s along its critical path (mostly the coordinator's merge) and"
+       f" the global plan is {plan_bytes[1] / 1e6:.1f} MB, received by every rank, against"
+       f" {plan_bytes[0] / 1e3:.0f} kB that each sends" if plan_save_s is not None and plan_bytes else "")
+    + ". What would take both below the target: per-tensor metadata moved out of the datasets'",
+    "  attributes into one index written by one rank (a new format version, the same change the",
+    "  small-tensor target asks about), so that each rank gets only its own blocks (a scatter,",
+    "  as DCP does), and a plan reused while the sharding stays (not done yet).",
     "- **Loads** read each rank's block as one hyperslab per tensor (or per checksum slab when",
     "  resharding needs partial slabs) with independent I/O, and verify every slab's XXH3",
     "  checksum.",

@@ -1,28 +1,32 @@
 #!/usr/bin/env bash
 # The benchmark chain of scripts/bench.sh, tiny: h5dcp-bench and the DCP peer
-# on 2 ranks, then performance_report.py over their results (no chart). Both
+# on 2 ranks and h5dcp-plan-bench at 16 ranks x 20 tensors, then
+# performance_report.py over their results (no chart). Both
 # sides check their own loads; this checks that they did (exit codes, "equal")
 # and that the report has every case and target row, each with a figure.
-# usage: bench_smoke.sh BENCH_EXE PYTHON MPIEXEC SOURCE_DIR WORK_DIR
+# usage: bench_smoke.sh BENCH_EXE PLAN_BENCH_EXE PYTHON MPIEXEC SOURCE_DIR WORK_DIR
 set -euo pipefail
-bench=$1 py=$2 mpiexec=$3 src=$4 work=$5
+bench=$1 plan_bench=$2 py=$3 mpiexec=$4 src=$5 work=$6
 rm -rf "$work" && mkdir -p "$work/out"
 fail() { echo "bench_smoke: $*" >&2; exit 1; }
 
-"$mpiexec" -n 2 "$bench" --gib 0.02 --reps 1 --warmup 0 --small-count 40 --no-cold --dir "$work/h5dcp" \
+tiny_transformer=(--transformer-layers 2 --transformer-hidden 64 --transformer-vocab 256)
+"$mpiexec" -n 2 "$bench" --gib 0.02 --reps 1 --warmup 0 --small-count 40 --no-cold "${tiny_transformer[@]}" --dir "$work/h5dcp" \
   --json "$work/out/h5dcp.json" > "$work/out/h5dcp.txt" || fail "h5dcp-bench failed: $(cat "$work/out/h5dcp.txt")"
 grep -q "every load checked: equal" "$work/out/h5dcp.txt" || fail "h5dcp-bench: loads not equal"
 grep -q "async checkpoints read back: equal" "$work/out/h5dcp.txt" || fail "h5dcp-bench: async checkpoints not equal"
 "$mpiexec" -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --dir "$work/dcp" --gib 0.02 --reps 1 --threads 1 \
-  --small-count 40 --no-cold --port $((29600 + RANDOM % 300)) --json "$work/out/dcp.json" > "$work/out/dcp.txt" \
+  --small-count 40 --no-cold "${tiny_transformer[@]}" --port $((29600 + RANDOM % 300)) --json "$work/out/dcp.json" > "$work/out/dcp.txt" \
   || fail "the DCP peer failed: $(cat "$work/out/dcp.txt")"
+"$plan_bench" --ranks 16 --tensors 20 > "$work/out/plan.txt" || fail "h5dcp-plan-bench failed: $(cat "$work/out/plan.txt")"
 "$py" "$src/scripts/performance_report.py" "$work/out" "$work/PERFORMANCE.md" - || fail "the report failed"
 
 report="$work/PERFORMANCE.md"
 for row in "h5dcp save |" "POSIX pwrite + fsync" "O_DIRECT write + fsync" "h5dcp load (same sharding) |" \
   "POSIX read (pread" "h5dcp async save staged in the background, until durable" \
   "h5dcp load, 40 tensors of 16 KiB, on every rank |" "PyTorch 2.13 DCP save |" \
-  "PyTorch 2.13 DCP load, on every rank, 40 tensors of 16 KiB |"; do
+  "PyTorch 2.13 DCP load, on every rank, 40 tensors of 16 KiB |" \
+  "h5dcp save, transformer (2 layers, hidden 64, vocab 256; 112 tensors) |" "PyTorch 2.13 DCP load, transformer |"; do
   line=$(grep -F "| $row" "$report" || true)
   [ -n "$line" ] || fail "the report has no row '$row'"
   echo "$line" | grep -Eq "\| [0-9]+\.[0-9]{3} \|" || fail "row '$row' has no seconds: $line"
@@ -31,7 +35,9 @@ done
 # loads are not judged: --no-cold).
 for target in "save ≥ 0.9 × the POSIX write" "save ≥ 1.5 × PyTorch 2.13 DCP's save" \
   "40 small tensors: save ≥ 1 ×" "40 small tensors: load (warm)" "async blocking ≤ 1.1 ×" \
-  "staged in the background, with a step's compute"; do
+  "staged in the background, with a step's compute" "transformer with AdamW state: save" \
+  "transformer with AdamW state: load (warm)" "memory a load adds" "planning a save for 16 ranks × 20 tensors" \
+  "planning a resharded load for 16 ranks × 20 tensors"; do
   line=$(grep -F "| $target" "$report" || true)
   [ -n "$line" ] || fail "the report has no target '$target'"
   echo "$line" | grep -Eq "\| (met|\*\*not met\*\*) \|$" || fail "target '$target' not judged: $line"
