@@ -696,7 +696,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 drawn = [(n, rate) for n, sec, rate, _, checked in rows if rate and "failed" not in checked]
 names = [n for n, _ in drawn]
 rates = [r for _, r in drawn]
-fig, ax = plt.subplots(figsize=(11, 6))
+# A bar per row, tall enough for its label.
+fig, ax = plt.subplots(figsize=(12, 1.5 + 0.28 * len(names)))
 ax.barh(names[::-1], rates[::-1], color=["#4c72b0" if n.startswith("h5dcp") else "#999999" for n in names[::-1]])
 ax.set_xlabel("GB/s (higher is better)")
 ax.set_title(f"h5dcp vs {PEER} and baselines\n{h['ranks']} ranks, {gb:.2f} GB, fsync on")
