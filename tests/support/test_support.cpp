@@ -1,5 +1,7 @@
 #include "test_support.hpp"
 
+#include <ftw.h>
+
 #include <dirent.h>
 #include <unistd.h>
 
@@ -47,12 +49,22 @@ TempDir::TempDir() {
   path_ = name;
 }
 
+namespace {
+
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  ::remove(path);
+  return 0;  // on through the rest, whatever one entry did
+}
+
+}  // namespace
+
 TempDir::~TempDir() {
   if (mpi_active()) MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
+  // nftw, not std::filesystem::remove_all: a LibTorch wheel may export an
+  // older libstdc++'s std::filesystem::remove_all, which the dynamic linker
+  // then binds here (torch 2.11's CUDA wheel: it calls through a null
+  // pointer).
+  if (world_rank() == 0) ::nftw(path_.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 std::vector<std::string> TempDir::entries() const {

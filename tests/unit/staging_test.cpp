@@ -90,5 +90,20 @@ TEST(StagingRing, ReserveWaitsForARelease) {
   EXPECT_EQ(ring.reserve(64), 0);
 }
 
+TEST(StagingRing, TryReserveNeverWaits) {
+  StagingRing ring(256);
+  EXPECT_EQ(ring.try_reserve(64), 0);
+  EXPECT_EQ(ring.try_reserve(128), 64);
+  EXPECT_FALSE(ring.try_reserve(128).has_value());  // 64 free at the end, 0 at the start: no room now
+  ring.release_oldest();                            // frees [0, 64)
+  EXPECT_EQ(ring.try_reserve(64), 192);             // after the newest first, as reserve() lays out
+  EXPECT_EQ(ring.try_reserve(64), 0);               // then wrapped, up to the oldest
+  EXPECT_FALSE(ring.try_reserve(1).has_value());
+  EXPECT_THROW(ring.try_reserve(257), UsageError);
+  ring.abort();
+  ring.release_oldest();
+  EXPECT_FALSE(ring.try_reserve(1).has_value());  // aborted, though there is room
+}
+
 }  // namespace
 }  // namespace h5dcp::detail

@@ -25,6 +25,13 @@
 //   is used by one thread at a time).
 // - A failure on any rank, in the foreground or the background, becomes the
 //   same CheckpointError in every rank's future; no rank waits forever.
+// - Tensors on a GPU are copied on a side CUDA stream that first waits for
+//   the work queued on the calling thread's current stream at the call (so a
+//   kernel queued just before that changes a tensor is saved with it); work
+//   on other streams must be ordered before the call by the caller. Each
+//   piece's copy is an event waited for by the staging thread alone, never
+//   the whole device; `staged` (and async_save's return) comes once every
+//   copy is in host memory.
 
 #include <mpi.h>
 

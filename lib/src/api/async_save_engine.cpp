@@ -23,6 +23,7 @@
 #include "h5dcp/error.hpp"
 #include "plan/block_writes.hpp"
 #include "storage/staging_ring.hpp"
+#include "torch/device_copies.hpp"
 #include "torch/dtype_mapping.hpp"
 
 namespace h5dcp::detail {
@@ -56,6 +57,7 @@ struct Job {
   bool fits_staging = false;  // this rank's pieces all fit the staging memory at once
   std::promise<SaveResult> promise;
   std::promise<void> staged;  // this rank's tensors are free again
+  CallerWork caller_work;     // where the caller's GPU work stood when it called
 };
 
 at::TensorOptions staging_options() {
@@ -267,14 +269,32 @@ struct AsyncSaveEngine::Impl {
   }
 
   // Returns the bytes copied. A failure goes to the background thread,
-  // which fails the save on every rank.
+  // which fails the save on every rank. Copies from a GPU run on a side
+  // stream, after the work the caller had queued when it called: each piece
+  // goes to the writer once its copy is in host memory, while the next ones
+  // are copied.
   std::int64_t stage(Job& j) {
     const int rank = j.session->comm().rank();
     // Staged bytes are plain copies: no autograd graph for them.
     const at::NoGradGuard no_grad;
+    DeviceToHost copies(j.caller_work);
+    std::deque<std::pair<std::size_t, std::int64_t>> copying;  // copy number, offset: not yet handed over
+    // Hands over, in order, the pieces whose copies are done (`all`: waits
+    // for every one).
+    auto hand_over = [&](bool all) {
+      while (!copying.empty()) {
+        const auto [number, offset] = copying.front();
+        if (all)
+          copies.wait(number);
+        else if (!copies.finished(number))
+          return;
+        copying.pop_front();
+        push(Staged{offset, nullptr});
+      }
+    };
     std::int64_t copied = 0;
-    for (const auto& piece : j.pieces) {
-      try {
+    try {
+      for (const auto& piece : j.pieces) {
         fault_point("async:stage", rank);
         const auto& block = j.blocks[piece.block];
         const auto& t = j.plan.tensors[block.tensor];
@@ -283,17 +303,22 @@ struct AsyncSaveEngine::Impl {
         for (std::size_t d = 0; d < piece.box.sizes.size(); ++d)
           source = source.narrow(static_cast<std::int64_t>(d), piece.box.offsets[d] - chunk.chunk.offsets[d],
                                  piece.box.sizes[d]);
-        const auto offset = ring.reserve(piece.bytes);
+        auto offset = ring.try_reserve(piece.bytes);
+        if (!offset) {
+          // The writer may need the room of the pieces still copying.
+          hand_over(true);
+          offset = ring.reserve(piece.bytes);
+        }
         if (!offset) return copied;  // the background failed: the future says why
         auto target =
             at::from_blob(staged_at(*offset), piece.box.sizes, at::TensorOptions().dtype(to_scalar_type(t.dtype)));
-        target.copy_(source);
+        copying.emplace_back(copies.start(source, target), *offset);
         copied += piece.bytes;
-        push(Staged{*offset, nullptr});
-      } catch (...) {
-        push(Staged{0, std::current_exception()});
-        return copied;
+        hand_over(false);
       }
+      hand_over(true);
+    } catch (...) {
+      push(Staged{0, std::current_exception()});
     }
     return copied;
   }
@@ -321,6 +346,9 @@ StagedSave AsyncSaveEngine::start(std::unique_ptr<CheckpointSession> session, co
   if (options.planner != nullptr) job->planner = options.planner;
   job->plan = plan_save(comm, *job->planner, job->state_dict, path,
                         [&] { job->state_dict = has_stateful(state_dict) ? expand_for_save(state_dict) : state_dict; });
+  // In the caller's thread: the copies, made later on a side stream, wait
+  // for what it queued on its streams before the call.
+  job->caller_work = CallerWork(job->state_dict);
   job->path = path;
   job->io_mode = options.io_mode;
   job->blocks = blocks_written_by(job->plan, comm.rank());

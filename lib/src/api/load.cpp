@@ -25,6 +25,7 @@
 #include "hdf5/container_reader.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "plan/codec.hpp"
+#include "torch/device_copies.hpp"
 #include "torch/dtype_mapping.hpp"
 #include "torch/empty_tensors.hpp"
 #include "torch/state_from_metadata.hpp"
@@ -43,21 +44,24 @@ detail::CheckpointIndex share_index(const detail::Comm& comm, const std::string&
 
 // Reads one block into `block`: straight into its memory when it is a
 // contiguous CPU tensor of the stored dtype, through a host buffer otherwise
-// (other device, strides, or a dtype to convert to).
-void read_into(detail::ContainerReader& reader, const ReadItem& item, const at::Tensor& block) {
+// (other device, strides, or a dtype to convert to; to a GPU asynchronously).
+void read_into(detail::ContainerReader& reader, const ReadItem& item, const at::Tensor& block,
+               detail::HostToDevice& uploads) {
   const ChunkStorageMetadata box{item.storage_offsets, item.lengths};
   const auto stored = detail::to_scalar_type(item.dtype);
   if (block.device().is_cpu() && block.is_contiguous() && block.scalar_type() == stored) {
     reader.read(item.storage_fqn, item.dtype, box, block.data_ptr());
     return;
   }
-  auto staging = at::empty(block.sizes(), at::TensorOptions().dtype(stored).device(at::kCPU));
+  auto staging = uploads.buffer(block.sizes(), stored, block);
   reader.read(item.storage_fqn, item.dtype, box, staging.data_ptr());
-  block.copy_(staging);
+  uploads.copy(staging, block);
 }
 
+// `own_planner`: the planner is h5dcp's, whose commit_tensor does nothing,
+// so blocks still copying to a GPU need not be waited for before it.
 LoadResult load_with(const detail::Comm& c, const std::string& path, const detail::CheckpointIndex& index,
-                     LoadPlanner& planner, StateDict& state_dict, bool verify) {
+                     LoadPlanner& planner, StateDict& state_dict, bool verify, bool own_planner) {
   std::optional<LoadPlan> plan;
   c.all_gather("load:plan", [&] {
     planner.set_up(state_dict, index.metadata, c.is_coordinator());
@@ -72,6 +76,8 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
       return Bytes();
     });
     c.all_gather("load:read", [&] {
+      // Copies to a GPU follow the work the caller queued on the targets.
+      detail::HostToDevice uploads{detail::CallerWork(state_dict)};
       for (const auto& item : plan->items) {
         if (item.type == ReadItemType::Value) {
           const auto& storage = std::get<BytesStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn));
@@ -84,11 +90,14 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
         if (sums != index.checksums.end())
           detail::read_verified(
               *reader, item, detail::dest_block(dest, item),
-              std::get<TensorStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn)), sums->second);
+              std::get<TensorStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn)), sums->second,
+              uploads);
         else
-          read_into(*reader, item, detail::dest_block(dest, item));
+          read_into(*reader, item, detail::dest_block(dest, item), uploads);
+        if (!own_planner) uploads.finish();  // a user's commit_tensor may read the block
         planner.commit_tensor(item, dest);
       }
+      uploads.finish();
       return Bytes();
     });
     c.all_gather("load:close", [&] {
@@ -136,7 +145,7 @@ LoadResult load(StateDict& state_dict, const std::string& path, const LoadOption
   DefaultLoadPlanner default_planner(options.strict, options.convert_dtype);
   LoadPlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
   if (!detail::has_stateful(state_dict))
-    return load_with(c, path, index, planner, state_dict, options.verify_checksums);
+    return load_with(c, path, index, planner, state_dict, options.verify_checksums, options.planner == nullptr);
 
   // Stateful objects: load into their state dicts, then hand them the result.
   detail::LoadExpansion expansion;
@@ -144,7 +153,8 @@ LoadResult load(StateDict& state_dict, const std::string& path, const LoadOption
     expansion = detail::expand_for_load(state_dict, index.metadata);
     return Bytes();
   });
-  auto result = load_with(c, path, index, planner, expansion.target, options.verify_checksums);
+  auto result =
+      load_with(c, path, index, planner, expansion.target, options.verify_checksums, options.planner == nullptr);
   c.all_gather("load:commit", [&] {
     detail::commit_load(expansion, state_dict);
     return Bytes();
@@ -168,7 +178,7 @@ StateDict load_all(const std::string& path, const LoadAllOptions& options, MPI_C
     return Bytes();
   });
   DefaultLoadPlanner planner(/*strict=*/true, /*convert_dtype=*/false);
-  load_with(c, path, index, planner, state_dict, options.verify_checksums);
+  load_with(c, path, index, planner, state_dict, options.verify_checksums, /*own_planner=*/true);
   return state_dict;
 }
 

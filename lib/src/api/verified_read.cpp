@@ -1,7 +1,5 @@
 #include "api/verified_read.hpp"
 
-#include <ATen/ops/empty.h>
-
 #include <sstream>
 
 #include "base/checksum.hpp"
@@ -33,6 +31,13 @@ Shape minus(const Shape& a, const Shape& b) {
 
 void read_verified(ContainerReader& reader, const ReadItem& item, const at::Tensor& block,
                    const TensorStorageMetadata& storage, const TensorChecksums& checksums) {
+  HostToDevice uploads{CallerWork(std::vector<at::Tensor>{block})};
+  read_verified(reader, item, block, storage, checksums, uploads);
+  uploads.finish();
+}
+
+void read_verified(ContainerReader& reader, const ReadItem& item, const at::Tensor& block,
+                   const TensorStorageMetadata& storage, const TensorChecksums& checksums, HostToDevice& uploads) {
   const auto stored = to_scalar_type(item.dtype);
   const ChunkStorageMetadata box{item.storage_offsets, item.lengths};
   const bool takes_bytes = block.device().is_cpu() && block.is_contiguous() && block.scalar_type() == stored;
@@ -57,11 +62,11 @@ void read_verified(ContainerReader& reader, const ReadItem& item, const at::Tens
   // Otherwise every slab is read whole, checked, and its wanted part copied
   // out.
   for (const auto& read : plan.slabs) {
-    auto buffer = at::empty(read.slab.sizes, at::TensorOptions().dtype(stored).device(at::kCPU));
+    auto buffer = uploads.buffer(read.slab.sizes, stored, block);
     reader.read(item.storage_fqn, item.dtype, read.slab, buffer.data_ptr());
     verify(read, buffer.data_ptr());
-    auto target = narrowed(block, minus(read.part.offsets, box.offsets), read.part.sizes);
-    target.copy_(narrowed(buffer, minus(read.part.offsets, read.slab.offsets), read.part.sizes));
+    uploads.copy(narrowed(buffer, minus(read.part.offsets, read.slab.offsets), read.part.sizes),
+                 narrowed(block, minus(read.part.offsets, box.offsets), read.part.sizes));
   }
   // The parts must fill the block: a planner that let overlapping chunks
   // through would leave elements of it unread.

@@ -11,34 +11,42 @@ std::int64_t aligned(std::int64_t bytes) { return (bytes + kAlignment - 1) / kAl
 
 }  // namespace
 
+std::optional<std::int64_t> StagingRing::place(std::int64_t need) const {
+  if (live_.empty()) return 0;
+  const auto front = live_.front().first;
+  const auto end = live_.back().first + live_.back().second;
+  if (end > front) {
+    // Not wrapped: room after the newest piece, else from the start up to the oldest.
+    if (end + need <= capacity_) return end;
+    if (need <= front) return 0;
+  } else if (end + need <= front) {
+    return end;  // wrapped: room between the newest and the oldest
+  }
+  return std::nullopt;
+}
+
 std::optional<std::int64_t> StagingRing::reserve(std::int64_t bytes) {
   const auto need = aligned(bytes);
   if (need > capacity_) throw UsageError("h5dcp: a staging piece is larger than the staging memory");
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     if (aborted_) return std::nullopt;
-    std::optional<std::int64_t> offset;
-    if (live_.empty()) {
-      offset = 0;
-    } else {
-      const auto front = live_.front().first;
-      const auto end = live_.back().first + live_.back().second;
-      if (end > front) {
-        // Not wrapped: room after the newest piece, else from the start up to the oldest.
-        if (end + need <= capacity_)
-          offset = end;
-        else if (need <= front)
-          offset = 0;
-      } else if (end + need <= front) {
-        offset = end;  // wrapped: room between the newest and the oldest
-      }
-    }
-    if (offset) {
+    if (const auto offset = place(need)) {
       live_.emplace_back(*offset, need);
       return offset;
     }
     released_.wait(lock);
   }
+}
+
+std::optional<std::int64_t> StagingRing::try_reserve(std::int64_t bytes) {
+  const auto need = aligned(bytes);
+  if (need > capacity_) throw UsageError("h5dcp: a staging piece is larger than the staging memory");
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aborted_) return std::nullopt;
+  const auto offset = place(need);
+  if (offset) live_.emplace_back(*offset, need);
+  return offset;
 }
 
 bool StagingRing::fits_at_once(const std::vector<std::int64_t>& sizes) const noexcept {

@@ -19,6 +19,9 @@ class StagingRing {
   /// Room for `bytes` (at most the capacity), contiguous: blocks until the
   /// background has released enough. nullopt once abort() was called.
   std::optional<std::int64_t> reserve(std::int64_t bytes);
+  /// The same without waiting: nullopt when there is no room now (or after
+  /// abort()).
+  std::optional<std::int64_t> try_reserve(std::int64_t bytes);
   /// Whether pieces of these sizes, reserved one after another, all fit at
   /// once (as reserve() lays them out, alignment included).
   bool fits_at_once(const std::vector<std::int64_t>& sizes) const noexcept;
@@ -32,6 +35,8 @@ class StagingRing {
   std::int64_t capacity() const noexcept { return capacity_; }
 
  private:
+  std::optional<std::int64_t> place(std::int64_t need) const;  // under mutex_
+
   std::int64_t capacity_;
   std::mutex mutex_;
   std::condition_variable released_;
