@@ -47,11 +47,18 @@
 #include <vector>
 
 #include "bench_hdf5_floor.hpp"
+#include "bench_mpi_timing.hpp"
 #include "bench_posix_baseline.hpp"
 #include "bench_transformer.hpp"
 #include "h5dcp/h5dcp.hpp"
 
 namespace {
+
+using h5dcp_bench::drop_caches;
+using h5dcp_bench::fresh;
+using h5dcp_bench::median;
+using h5dcp_bench::now;
+using h5dcp_bench::timed;
 
 struct Args {
   double gib = 1.0;
@@ -75,40 +82,6 @@ constexpr std::int64_t kCols = 4096;
 
 int rank_ = 0;
 int size_ = 1;
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Wall time of `fn` across all ranks (barrier before and after).
-template <typename Fn>
-double timed(Fn&& fn) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = now();
-  fn();
-  MPI_Barrier(MPI_COMM_WORLD);
-  return now() - t0;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-// Whether this process may drop the page cache (rank 0's answer, for all).
-bool can_drop_caches() {
-  int writable = ::access("/proc/sys/vm/drop_caches", W_OK) == 0 ? 1 : 0;
-  MPI_Bcast(&writable, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  return writable == 1;
-}
-
-void drop_caches(bool enabled) {
-  if (!enabled) return;
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank_ == 0) {
-    ::sync();
-    std::ofstream("/proc/sys/vm/drop_caches") << "3\n";
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
 
 std::int64_t status_bytes(const char* field) {
   std::ifstream status("/proc/self/status");
@@ -167,19 +140,6 @@ bool check(const h5dcp::StateDict& sd, std::int64_t rows, int shift) {
   }
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return ok == 1;
-}
-
-// Every timed save writes a new file, from a settled disk: the file a case
-// wrote before is removed untimed, and sync() waits until the file system
-// has written and freed everything (on ext4 with `discard` freeing a GiB
-// keeps the disk busy for a quarter second, which would otherwise land in
-// whichever case comes next).
-void fresh(const std::string& path) {
-  if (rank_ == 0) {
-    std::filesystem::remove(path);
-    ::sync();
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 // This rank's bytes of `sd` at the file offsets of h5dcp's datasets (the
@@ -310,7 +270,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   at::set_num_threads(1);
   if (rank_ == 0) std::filesystem::create_directories(args.dir);
-  const bool cold = args.cold && can_drop_caches();
+  const bool cold = args.cold && h5dcp_bench::can_drop_caches();
 
   std::int64_t rows = static_cast<std::int64_t>(args.gib * (1 << 30) / 4 / kTensors / kCols);
   rows -= rows % size_;

@@ -86,6 +86,7 @@ struct Config {
   int throttle_ms = 0;
   std::int64_t crash_after_step = -1;
   std::string staging = "background";  // or "blocking": where async saves copy the state
+  std::string device = "auto";         // or "cpu", "cuda": where the model trains
 };
 
 constexpr int kInputs = 16;
@@ -371,7 +372,14 @@ bool any_rank(bool mine) {
 int run(const Config& cfg, int rank, int size) {
   const auto assignment = h5dcp::assign_device();
   for (const auto& line : h5dcp::gather_device_descriptions(assignment)) std::printf("h5dcp-train: %s\n", line.c_str());
-  const torch::Device device(assignment.choice.device());
+  // --device cuda refuses to train anywhere else (on every rank alike: each
+  // checks its own assignment, and any rank's refusal stops all).
+  if (any_rank(cfg.device == "cuda" && !assignment.choice.is_cuda())) {
+    if (!assignment.choice.is_cuda())
+      std::fprintf(stderr, "h5dcp-train: rank %d: --device cuda, but %s\n", rank, assignment.choice.summary().c_str());
+    return 2;
+  }
+  const torch::Device device(cfg.device == "cpu" ? std::string("cpu") : assignment.choice.device());
   Trainer trainer(cfg, rank, size, device);
   if (rank == 0) {
     std::printf(
@@ -553,6 +561,10 @@ int main(int argc, char** argv) {
                  "where an async save copies the state: 'background' (a staging thread; the next optimizer step "
                  "waits for it) or 'blocking' (before the save call returns)")
       ->check(CLI::IsMember({"background", "blocking"}));
+  app.add_option("--device", cfg.device,
+                 "where the model trains: 'auto' (the rank's GPU from assign_device(), else the CPU), 'cpu', or "
+                 "'cuda' (the rank's GPU; an error without one)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--crash-after-step", cfg.crash_after_step,
                  "testing: SIGKILL every rank right after step N, once earlier checkpoints are complete and "
                  "while step N's, if any, is being written");

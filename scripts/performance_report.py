@@ -4,7 +4,8 @@ usage: performance_report.py RESULTS_DIR OUT.md OUT.png   (OUT.png "-": no chart
 RESULTS_DIR holds what bench.sh wrote: h5dcp.json (+ h5dcp.txt, its
 stdout), ompio.json, no-writeback.json, hints.json, trace.txt, dcp.json (the
 peer, scripts/dcp_peer_bench.py), torch_save.json, disk.txt, plan.txt
-(h5dcp-plan-bench's output). Every number in
+(h5dcp-plan-bench's output); the GPU section comes from docs/gpu-run/
+(scripts/gpu_report.py). Every number in
 the generated text comes from those files; the only literals are the targets'
 thresholds below. A side whose own correctness check failed gets no ratio."""
 import json
@@ -684,6 +685,13 @@ prose = [
     "",
 ]
 lines += prose
+# The GPU run (issue 20) is recorded apart, on a lent GPU machine
+# (scripts/gpu-check.sh), its results kept beside the report in gpu-run/.
+gpu_run = os.path.join(os.path.dirname(os.path.abspath(md_path)), "gpu-run")
+if os.path.isdir(gpu_run):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gpu_report  # noqa: E402
+    lines += gpu_report.render(gpu_run) + [""]
 with open(md_path, "w") as f:
     f.write("\n".join(lines) + "\n")
 

@@ -30,7 +30,8 @@ from child_output import hdf5_diag  # noqa: E402
 STEPS = 12
 # The training everyone runs; checkpoint frequency and throttling do not
 # change the losses, so runs add their own --checkpoint-every / --throttle-ms.
-TRAIN = ["--steps", str(STEPS), "--seed", "7"]
+# H5DCP_TRAIN_DEVICE (scripts/gpu-check.sh: cuda) says where every run trains.
+TRAIN = ["--steps", str(STEPS), "--seed", "7", "--device", os.environ.get("H5DCP_TRAIN_DEVICE", "auto")]
 STEP_LINE = re.compile(r"^step (\d+) loss (\S+)$")
 PARTIAL = re.compile(r"^\.step-(\d+)\.h5\.h5dcp-partial\.")
 CHECKPOINT = re.compile(r"^step-(\d+)\.h5$")

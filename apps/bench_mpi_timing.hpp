@@ -1,0 +1,79 @@
+#pragma once
+// Timing for the benchmarks that run under mpiexec (h5dcp-bench,
+// h5dcp-gpu-bench): wall times across all ranks, medians, a settled disk
+// before each case, the page cache dropped for cold reads.
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace h5dcp_bench {
+
+inline double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+inline int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+/// Wall time of `fn` across all ranks (barrier before and after).
+template <typename Fn>
+double timed(Fn&& fn) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now();
+  fn();
+  MPI_Barrier(MPI_COMM_WORLD);
+  return now() - t0;
+}
+
+/// The largest of every rank's `seconds`.
+inline double slowest(double seconds) {
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return seconds;
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+/// Whether this process may drop the page cache (rank 0's answer, for all).
+inline bool can_drop_caches() {
+  int writable = ::access("/proc/sys/vm/drop_caches", W_OK) == 0 ? 1 : 0;
+  MPI_Bcast(&writable, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return writable == 1;
+}
+
+inline void drop_caches(bool enabled) {
+  if (!enabled) return;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    ::sync();
+    std::ofstream("/proc/sys/vm/drop_caches") << "3\n";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/// Every timed save writes a new file, from a settled disk: the file a case
+/// wrote before is removed untimed, and sync() waits until the file system
+/// has written and freed everything (on ext4 with `discard` freeing a GiB
+/// keeps the disk busy for a quarter second, which would otherwise land in
+/// whichever case comes next).
+inline void fresh(const std::string& path) {
+  if (world_rank() == 0) {
+    std::filesystem::remove(path);
+    ::sync();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace h5dcp_bench
