@@ -1,8 +1,7 @@
 #include "test_support.hpp"
 
-#include <ftw.h>
-
 #include <dirent.h>
+#include <ftw.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from child_output import hdf5_diag  # noqa: E402
 
 STEPS = 12
+SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
 # The training everyone runs; checkpoint frequency and throttling do not
 # change the losses, so runs add their own --checkpoint-every / --throttle-ms.
 # H5DCP_TRAIN_DEVICE (scripts/gpu-check.sh: cuda) says where every run trains.
@@ -252,6 +253,23 @@ def case_kill_during_save(r, args):
     check_resumed(reference, text, ckpt, newest, args.to_ranks)
 
 
+def case_device_refused(r, args):
+    """--device cuda where assign_device finds no GPU: every rank stops with
+    exit 2 before training, and each says why."""
+    case, ckpt = r.fresh("device-refused")
+    rc, text = r.run(2, ckpt, ["--device", "cuda"], os.path.join(case, "run.log"), expect_ok=False)
+    if "-> cuda:" in text:
+        print("SKIP: a GPU is assigned here, so --device cuda is not refused")
+        sys.exit(SKIP)
+    if rc != 2:
+        fail(f"--device cuda without a GPU exited with {rc}, not 2")
+    for rank in (0, 1):
+        if f"h5dcp-train: rank {rank}: --device cuda, but cpu" not in text:
+            fail(f"rank {rank} did not say why it refused --device cuda")
+    if step_lines(text):
+        fail("--device cuda without a GPU trained")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mpiexec", required=True)
@@ -263,13 +281,15 @@ def main():
     p.add_argument("from_ranks", type=int)
     p.add_argument("to_ranks", type=int)
     p.add_argument("crash", type=int)
+    sub.add_parser("device-refused")
     p = sub.add_parser("kill-during-save")
     p.add_argument("from_ranks", type=int)
     p.add_argument("to_ranks", type=int)
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     r = Runner(args)
-    {"reference": case_reference, "resume": case_resume, "kill-during-save": case_kill_during_save}[args.case](r, args)
+    {"reference": case_reference, "resume": case_resume, "kill-during-save": case_kill_during_save,
+     "device-refused": case_device_refused}[args.case](r, args)
     print("PASS")
 
 

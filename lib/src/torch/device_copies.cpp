@@ -22,21 +22,6 @@
 #endif
 
 namespace h5dcp::detail {
-namespace {
-
-std::vector<at::Tensor> tensors_in(const StateDict& state_dict) {
-  std::vector<at::Tensor> tensors;
-  TensorPath path;
-  apply_to_tensors_at(state_dict, path, [&](const at::Tensor& t, const TensorPath&) {
-    tensors.push_back(t);
-    return t;
-  });
-  return tensors;
-}
-
-}  // namespace
-
-CallerWork::CallerWork(const StateDict& state_dict) : CallerWork(tensors_in(state_dict)) {}
 
 #if H5DCP_DEVICE_COPIES
 
@@ -66,6 +51,21 @@ CallerWork::CallerWork(const std::vector<at::Tensor>& tensors) : marks_(std::mak
     if (marks_->events.count(device.index()) == 0)
       marks_->events.emplace(device.index(), recorded_on(guard_of(device).getStream(device)));
   }
+}
+
+CallerWork::CallerWork(const StateDict& state_dict) {
+  // Walked only where a tensor can be on a GPU: not for every load and async
+  // save of a machine without one.
+  if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA) ||
+      guard_of(c10::Device(c10::DeviceType::CUDA)).deviceCount() == 0)
+    return;
+  std::vector<at::Tensor> tensors;
+  TensorPath path;
+  apply_to_tensors_at(state_dict, path, [&](const at::Tensor& t, const TensorPath&) {
+    tensors.push_back(t);
+    return t;
+  });
+  *this = CallerWork(tensors);
 }
 
 namespace {
@@ -198,7 +198,7 @@ void HostToDevice::finish() {
     const auto device = stream.device();
     recorded_on(stream).block(guard_of(device).getStream(device));
   }
-  while (!impl_->in_flight.empty()) wait_for(impl_->in_flight, impl_->in_flight.back().number);
+  if (!impl_->in_flight.empty()) wait_for(impl_->in_flight, impl_->in_flight.back().number);
 }
 
 #else  // no CUDA: plain copies
@@ -206,6 +206,7 @@ void HostToDevice::finish() {
 struct CallerWork::Marks {};
 
 CallerWork::CallerWork(const std::vector<at::Tensor>& /*tensors*/) {}
+CallerWork::CallerWork(const StateDict& /*state_dict*/) {}
 
 struct DeviceToHost::Impl {
   std::size_t next = 0;
