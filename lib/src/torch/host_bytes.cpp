@@ -6,8 +6,9 @@ namespace h5dcp::detail {
 
 namespace {
 
-// A copy in host memory: pinned for a GPU tensor, which doubles the copy's
-// speed (LibTorch's caching host allocator reuses the memory afterwards).
+// A copy in host memory: pinned for a GPU tensor, which the copy engine
+// reaches directly, without a bounce buffer (LibTorch's caching host
+// allocator reuses the memory afterwards).
 at::Tensor on_host(const at::Tensor& tensor) {
   if (!tensor.is_cuda()) return tensor.to(at::kCPU);
   auto host = at::empty(tensor.sizes(), at::TensorOptions().dtype(tensor.scalar_type()).pinned_memory(true));
