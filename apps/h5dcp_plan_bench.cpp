@@ -205,10 +205,10 @@ Grid square_grid(std::int64_t ranks) {
 
 void usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: h5dcp-plan-bench [--ranks N] [--tensors M]\n"
+               "usage: h5dcp-plan-bench [--ranks N] [--tensors M] [--save-only]\n"
                "  Times load planning's chunk lookups (ChunkIndex) for N ranks (default 1024)\n"
                "  loading M tensors (default 1000) saved by N ranks with another sharding,\n"
-               "  and the planning of a save of M tensors by N ranks.\n"
+               "  and the planning of a save of M tensors by N ranks (--save-only: that alone).\n"
                "  Exits 1 when an answer is wrong.\n");
 }
 
@@ -225,11 +225,16 @@ bool parse_count(const char* text, std::int64_t& out) {
 int main(int argc, char** argv) {
   std::int64_t ranks = 1024;
   std::int64_t tensors = 1000;
+  bool save_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       usage(stdout);
       return 0;
+    }
+    if (arg == "--save-only") {
+      save_only = true;
+      continue;
     }
     std::int64_t* target = arg == "--ranks" ? &ranks : arg == "--tensors" ? &tensors : nullptr;
     if (target == nullptr || i + 1 == argc || !parse_count(argv[i + 1], *target)) {
@@ -240,6 +245,7 @@ int main(int argc, char** argv) {
     ++i;
   }
 
+  if (save_only) return h5dcp_bench::run_save_planning(ranks, tensors) ? 0 : 1;
   const Grid grid = square_grid(ranks);
   const Grid rows{ranks, 1};
   const Grid cols{1, ranks};

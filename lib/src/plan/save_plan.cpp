@@ -4,6 +4,8 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "base/key_escape.hpp"
 #include "h5dcp/error.hpp"
@@ -39,22 +41,30 @@ std::int64_t chunk_bytes(const PlannedTensor& t, const PlannedChunk& c) {
   return volume(c.chunk.sizes) * static_cast<std::int64_t>(dtype_size(t.dtype));
 }
 
+// What kind_text prints, compared without building the text (it is built
+// only for the error message: the merge meets every item of every rank).
+bool same_kind(const WriteItem& a, const WriteItem& b) {
+  if (a.type != b.type) return false;
+  if (a.type == WriteItemType::Value) return a.encoding == b.encoding;
+  return a.dtype == b.dtype && a.global_shape == b.global_shape;
+}
+
 struct Holder {
   int rank;
   std::size_t shard_index;
 };
 
-// Everything the ranks said about one tensor fqn.
-struct TensorKey {
-  const WriteItem* first = nullptr;
-  int first_rank = 0;
-  std::map<Shape, std::pair<ChunkStorageMetadata, std::vector<Holder>>> chunks;  // by offsets
+// One rank's item of a leaf.
+struct Held {
+  const WriteItem* item;
+  int rank;
 };
 
-struct ValueKey {
-  const WriteItem* first = nullptr;
-  int first_rank = 0;
-  std::vector<int> holders;
+// Everything the ranks said about one leaf fqn, in rank order.
+struct LeafKey {
+  std::string_view fqn;
+  std::vector<Held> held;
+  const WriteItem& first() const { return *held.front().item; }
 };
 
 // Assigns each block or value held by several ranks to the least-loaded of
@@ -131,10 +141,11 @@ void validate_local_plan(const SavePlan& plan) {
 }
 
 GlobalSavePlan create_global_save_plan(const std::vector<SavePlan>& local_plans) {
-  std::map<std::string, TensorKey> tensors;
-  std::map<std::string, ValueKey> values;
   std::map<std::string, std::pair<ContainerKind, int>> containers;  // kind, first rank
-  std::map<std::string, std::pair<std::string, int>> leaf_kind;     // fqn -> kind text, first rank
+  // Leaves by fqn, looked up once per item of every rank (a million at 1,024
+  // ranks x 1,000 tensors): hashed views into the local plans, sorted once.
+  std::unordered_map<std::string_view, std::size_t> leaf_index;
+  std::vector<LeafKey> leaves;
 
   auto disagree = [](const std::string& fqn, int r1, const std::string& k1, int r2, const std::string& k2) {
     return UsageError("h5dcp: ranks disagree on '" + fqn + "': rank " + std::to_string(r1) + " has " + k1 + ", rank " +
@@ -149,111 +160,124 @@ GlobalSavePlan create_global_save_plan(const std::vector<SavePlan>& local_plans)
     for (const auto& [fqn, kind] : local_plans[r].containers) {
       require_storable_key(fqn, on_rank);
       require_readable_depth(fqn, on_rank);
-    }
-    for (const auto& item : local_plans[r].items) {
-      require_storable_key(item.index.fqn, on_rank);
-      require_readable_parent(item.index.fqn, on_rank);
-    }
-    for (const auto& [fqn, kind] : local_plans[r].containers) {
       const auto [it, inserted] = containers.emplace(fqn, std::make_pair(kind, rank));
       if (!inserted && it->second.first != kind)
         throw disagree(fqn, it->second.second, kind_text(it->second.first), rank, kind_text(kind));
     }
     for (const auto& item : local_plans[r].items) {
       const auto& fqn = item.index.fqn;
-      const auto [lk, first_time] = leaf_kind.emplace(fqn, std::make_pair(kind_text(item), rank));
-      if (!first_time && lk->second.first != kind_text(item))
-        throw disagree(fqn, lk->second.second, lk->second.first, rank, kind_text(item));
-      if (item.type == WriteItemType::Value) {
-        auto& key = values[fqn];
-        if (key.first == nullptr) {
-          key.first = &item;
-          key.first_rank = rank;
-        } else if (key.first->payload != item.payload) {
-          throw UsageError("h5dcp: ranks disagree on the value of '" + fqn + "' (ranks " +
-                           std::to_string(key.first_rank) + " and " + std::to_string(rank) +
+      const auto [found, first_time] = leaf_index.emplace(fqn, leaves.size());
+      if (first_time) {
+        // A key is checked where it is first met: the same text on a later
+        // rank passes the same checks.
+        require_storable_key(fqn, on_rank);
+        require_readable_parent(fqn, on_rank);
+        leaves.push_back(LeafKey{fqn, {}});
+      }
+      auto& leaf = leaves[found->second];
+      if (!leaf.held.empty()) {
+        const auto& first = leaf.first();
+        const int first_rank = leaf.held.front().rank;
+        if (!same_kind(first, item)) throw disagree(fqn, first_rank, kind_text(first), rank, kind_text(item));
+        if (item.type == WriteItemType::Value && first.payload != item.payload)
+          throw UsageError("h5dcp: ranks disagree on the value of '" + fqn + "' (ranks " + std::to_string(first_rank) +
+                           " and " + std::to_string(rank) +
                            "); a value saved from several ranks must be the same on all of them");
-        }
-        key.holders.push_back(rank);
-        continue;
       }
-      auto& key = tensors[fqn];
-      if (key.first == nullptr) {
-        key.first = &item;
-        key.first_rank = rank;
-      }
-      auto& slot = key.chunks[item.chunk.offsets];
-      if (slot.second.empty()) {
-        slot.first = item.chunk;
-      } else if (slot.first.sizes != item.chunk.sizes) {
-        std::set<int> ranks{rank};
-        for (const auto& h : slot.second) ranks.insert(h.rank);
-        throw UsageError("h5dcp: shards of '" + fqn + "' overlap: " + describe_box(slot.first) + " and " +
-                         describe_box(item.chunk) + " (ranks " + ranks_text(ranks) + ")");
-      }
-      slot.second.push_back({rank, item.index.index.value_or(0)});
+      leaf.held.push_back({&item, rank});
     }
   }
   for (const auto& [fqn, kind] : containers) {
-    if (const auto it = leaf_kind.find(fqn); it != leaf_kind.end())
-      throw disagree(fqn, kind.second, kind_text(kind.first), it->second.second, it->second.first);
+    if (const auto it = leaf_index.find(fqn); it != leaf_index.end()) {
+      const auto& leaf = leaves[it->second];
+      throw disagree(fqn, kind.second, kind_text(kind.first), leaf.held.front().rank, kind_text(leaf.first()));
+    }
   }
 
   // Every leaf and container lives in a container (or the root): a custom
   // planner that forgets one would otherwise fail deep inside HDF5.
-  auto check_parent = [&](const std::string& fqn) {
+  auto check_parent = [&](std::string_view fqn) {
     const auto slash = fqn.rfind('/');
-    if (slash != std::string::npos && containers.count(fqn.substr(0, slash)) == 0)
-      throw UsageError("h5dcp: the plan has '" + fqn + "' but not its container '" + fqn.substr(0, slash) + "'");
+    if (slash == std::string_view::npos) return;
+    const std::string parent(fqn.substr(0, slash));
+    if (containers.count(parent) == 0)
+      throw UsageError("h5dcp: the plan has '" + std::string(fqn) + "' but not its container '" + parent + "'");
   };
   for (const auto& [fqn, kind] : containers) check_parent(fqn);
-  for (const auto& [fqn, kind] : leaf_kind) check_parent(fqn);
+  std::sort(leaves.begin(), leaves.end(), [](const LeafKey& a, const LeafKey& b) { return a.fqn < b.fqn; });
+  for (const auto& leaf : leaves) check_parent(leaf.fqn);
 
   GlobalSavePlan plan;
   plan.world_size = static_cast<int>(local_plans.size());
   for (const auto& [fqn, kind] : containers) plan.containers.emplace_back(fqn, kind.first);
   WriterBalancer balancer(local_plans.size());
 
-  for (auto& [fqn, key] : tensors) {
-    PlannedTensor t{fqn, key.first->dtype, key.first->global_shape, key.first->type == WriteItemType::Shard, {}};
+  // The holders of each planned chunk, parallel to plan.tensors[i].chunks.
+  std::vector<std::vector<std::vector<Holder>>> chunk_holders;
+  for (auto& leaf : leaves) {
+    const auto& first = leaf.first();
+    if (first.type == WriteItemType::Value) {
+      plan.values.push_back(PlannedValue{std::string(leaf.fqn), first.encoding, first.payload, leaf.held.front().rank});
+      continue;
+    }
+    const std::string fqn(leaf.fqn);
+    // Identical blocks (replicas) side by side, in rank order among them.
+    std::stable_sort(leaf.held.begin(), leaf.held.end(),
+                     [](const Held& a, const Held& b) { return a.item->chunk.offsets < b.item->chunk.offsets; });
+    PlannedTensor t{fqn, first.dtype, first.global_shape, first.type == WriteItemType::Shard, {}};
     std::vector<ChunkStorageMetadata> boxes;
-    for (auto& [offsets, slot] : key.chunks) {
-      boxes.push_back(slot.first);
-      t.chunks.push_back(PlannedChunk{slot.first, slot.second.front().rank, slot.second.front().shard_index});
+    auto& holders = chunk_holders.emplace_back();
+    for (std::size_t i = 0; i < leaf.held.size();) {
+      const auto& box = leaf.held[i].item->chunk;
+      auto& these = holders.emplace_back();
+      std::size_t j = i;
+      for (; j < leaf.held.size() && leaf.held[j].item->chunk.offsets == box.offsets; ++j) {
+        const auto& h = leaf.held[j];
+        if (h.item->chunk.sizes != box.sizes) {
+          std::set<int> ranks;
+          for (std::size_t k = i; k <= j; ++k) ranks.insert(leaf.held[k].rank);
+          throw UsageError("h5dcp: shards of '" + fqn + "' overlap: " + describe_box(box) + " and " +
+                           describe_box(h.item->chunk) + " (ranks " + ranks_text(ranks) + ")");
+        }
+        these.push_back({h.rank, h.item->index.index.value_or(0)});
+      }
+      boxes.push_back(box);
+      t.chunks.push_back(PlannedChunk{{}, these.front().rank, these.front().shard_index});
+      i = j;
     }
     check_exact_tiling(fqn, t.global_shape, boxes);
+    for (std::size_t c = 0; c < boxes.size(); ++c) t.chunks[c].chunk = std::move(boxes[c]);
     plan.tensors.push_back(std::move(t));
   }
-  for (auto& [fqn, key] : values)
-    plan.values.push_back(PlannedValue{fqn, key.first->encoding, key.first->payload, key.holders.front()});
 
   // Balance only once every vector is final: the callbacks hold references.
-  auto t_it = tensors.begin();
-  for (auto& t : plan.tensors) {
-    auto slot = t_it->second.chunks.begin();
-    for (auto& c : t.chunks) {
-      const auto bytes = chunk_bytes(t, c);
-      if (slot->second.second.size() == 1)
-        balancer.fixed(c.writer, bytes);
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+    auto& t = plan.tensors[i];
+    for (std::size_t c = 0; c < t.chunks.size(); ++c) {
+      auto& chunk = t.chunks[c];
+      const auto bytes = chunk_bytes(t, chunk);
+      auto& these = chunk_holders[i][c];
+      if (these.size() == 1)
+        balancer.fixed(chunk.writer, bytes);
       else
-        balancer.shared(bytes, slot->second.second, [&c](const Holder& h) {
-          c.writer = h.rank;
-          c.writer_shard_index = h.shard_index;
+        balancer.shared(bytes, std::move(these), [&chunk](const Holder& h) {
+          chunk.writer = h.rank;
+          chunk.writer_shard_index = h.shard_index;
         });
-      ++slot;
     }
-    ++t_it;
   }
-  auto v_it = values.begin();
-  for (auto& v : plan.values) {
+  std::size_t value = 0;
+  for (const auto& leaf : leaves) {
+    if (leaf.first().type != WriteItemType::Value) continue;
+    auto& v = plan.values[value++];
     const auto bytes = static_cast<std::int64_t>(v.payload.size());
-    std::vector<Holder> holders;
-    for (int r : v_it->second.holders) holders.push_back({r, 0});
-    if (holders.size() == 1)
+    if (leaf.held.size() == 1) {
       balancer.fixed(v.writer, bytes);
-    else
-      balancer.shared(bytes, holders, [&v](const Holder& h) { v.writer = h.rank; });
-    ++v_it;
+      continue;
+    }
+    std::vector<Holder> holders;
+    for (const auto& h : leaf.held) holders.push_back({h.rank, 0});
+    balancer.shared(bytes, std::move(holders), [&v](const Holder& h) { v.writer = h.rank; });
   }
   balancer.run();
   return plan;
