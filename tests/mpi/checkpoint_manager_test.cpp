@@ -173,6 +173,33 @@ TEST(CheckpointManager, AsyncSavesPublishThePointerWhenDone) {
   EXPECT_TRUE(same_state(loaded, state_at(4)));
 }
 
+TEST(CheckpointManager, SavesWhoseShardingHoldsReuseThePlan) {
+  test::TempDir dir;
+  CheckpointManager manager(dir.path(), Retention{0, 0});
+  EXPECT_FALSE(manager.save(1, state_at(1)).plan_reused);
+  EXPECT_TRUE(manager.save(2, state_at(2)).plan_reused);
+  EXPECT_TRUE(manager.async_save(3, state_at(3)).get().plan_reused);
+  // A caller's own planner is never given the manager's cache.
+  DefaultSavePlanner planner;
+  SaveOptions own;
+  own.planner = &planner;
+  EXPECT_FALSE(manager.save(4, state_at(4), own).plan_reused);
+  // Another layout: planned anew, then reused again.
+  auto more = state_at(5);
+  more["extra"] = std::int64_t{1};
+  EXPECT_FALSE(manager.save(5, more).plan_reused);
+  EXPECT_FALSE(manager.save(6, state_at(6)).plan_reused);  // the first layout again: planned anew
+  EXPECT_TRUE(manager.save(7, state_at(7)).plan_reused);
+  for (std::int64_t step : {2, 3, 7}) {
+    auto loaded = zeros_like(state_at(step));
+    EXPECT_TRUE(manager.load(loaded).has_value());
+    auto whole = load_all(manager.path_for(step));
+    EXPECT_EQ(std::get<std::int64_t>(whole.at("step")), step);
+    EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(whole.at("b")), test::reference_tensor({4}, at::kDouble, step)));
+    EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(whole.at("w")), test::reference_tensor(kShape, at::kFloat, step)));
+  }
+}
+
 TEST(CheckpointManager, StepTwoWasSavedBeforeItChanged) {
   test::TempDir dir;
   CheckpointManager manager(dir.path());

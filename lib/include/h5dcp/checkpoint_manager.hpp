@@ -127,6 +127,9 @@ class CheckpointManager {
   /// applies the retention policy. Collective. Throws CheckpointError (every
   /// rank) when the save, or publishing `latest`, fails; the previous
   /// checkpoints are then untouched. `step` must be >= 0 (UsageError).
+  /// Saves that pass neither a planner nor a plan cache share the manager's
+  /// SavePlanCache: a save whose sharding did not change reuses the last
+  /// plan (h5dcp/save_plan_cache.hpp).
   SaveResult save(std::int64_t step, const StateDict& state, const SaveOptions& options = {});
 
   /// Starts an async save of `state` as step `step` (as h5dcp::async_save:

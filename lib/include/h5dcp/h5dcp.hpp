@@ -21,6 +21,7 @@
 #include "h5dcp/planner.hpp"
 #include "h5dcp/progress.hpp"
 #include "h5dcp/safetensors.hpp"
+#include "h5dcp/save_plan_cache.hpp"
 #include "h5dcp/sharded_tensor.hpp"
 #include "h5dcp/state_dict.hpp"
 #include "h5dcp/stateful.hpp"

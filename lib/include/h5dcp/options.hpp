@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "h5dcp/metadata.hpp"
+#include "h5dcp/save_plan_cache.hpp"
 
 namespace h5dcp {
 
@@ -30,11 +31,16 @@ struct SaveOptions {
   /// 1800 s; negative = forever.
   double timeout_seconds = 0;
   SavePlanner* planner = nullptr;  ///< nullptr: DefaultSavePlanner
+  /// Reuse the global plan of the last save through this cache when no rank's
+  /// sharding changed (h5dcp/save_plan_cache.hpp); nullptr: plan every save.
+  /// Every rank passes one or none.
+  SavePlanCache* plan_cache = nullptr;
 };
 
 struct SaveResult {
   Metadata metadata;                         ///< what was written (same on every rank)
   std::vector<std::int64_t> bytes_per_rank;  ///< bytes each rank wrote: replicated values count once
+  bool plan_reused = false;                  ///< the plan came from SaveOptions::plan_cache
 };
 
 struct LoadOptions {

@@ -46,6 +46,7 @@ struct Job {
   DefaultSavePlanner default_planner;
   SavePlanner* planner = &default_planner;
   GlobalSavePlan plan;
+  bool plan_reused = false;  // plan came from SaveOptions::plan_cache
   std::string path;
   IoMode io_mode = IoMode::Collective;
   std::vector<BlockWrite> blocks;    // this rank's, in plan order
@@ -181,7 +182,7 @@ struct AsyncSaveEngine::Impl {
       write_and_publish(comm, j.plan, j.path, [&](ContainerWriter& writer) {
         return j.whole_blocks ? write_whole(j, writer) : write_streamed(j, writer);
       });
-      j.promise.set_value(save_result_of(j.plan));
+      j.promise.set_value(save_result_of(j.plan, j.plan_reused));
     } catch (...) {
       ring.abort();  // a caller still staging stops
       j.promise.set_exception(std::current_exception());
@@ -344,8 +345,12 @@ StagedSave AsyncSaveEngine::start(std::unique_ptr<CheckpointSession> session, co
   const auto& comm = session->comm();
   auto job = std::make_unique<Job>();
   if (options.planner != nullptr) job->planner = options.planner;
-  job->plan = plan_save(comm, *job->planner, job->state_dict, path,
-                        [&] { job->state_dict = has_stateful(state_dict) ? expand_for_save(state_dict) : state_dict; });
+  auto planned = plan_save(
+      comm, *job->planner, job->state_dict, path,
+      [&] { job->state_dict = has_stateful(state_dict) ? expand_for_save(state_dict) : state_dict; },
+      options.plan_cache);
+  job->plan = std::move(planned.plan);
+  job->plan_reused = planned.reused;
   // In the caller's thread: the copies, made later on a side stream, wait
   // for what it queued on its streams before the call.
   job->caller_work = CallerWork(job->state_dict);
@@ -405,10 +410,12 @@ StagedSave AsyncSaveSlot::save(const StateDict& state_dict, const std::string& p
   const auto started = std::chrono::steady_clock::now();
   if (engine_) engine_->wait_idle();
   require_thread_multiple("async saves");
-  auto session = std::make_unique<CheckpointSession>(
-      comm, options.coordinator, "async_save", path, options.timeout_seconds,
-      std::vector<Setting>{{"io_mode", io_mode_text(options.io_mode)},
-                           {"staging_bytes", std::to_string(options.staging_bytes)}});
+  auto session =
+      std::make_unique<CheckpointSession>(comm, options.coordinator, "async_save", path, options.timeout_seconds, [&] {
+        auto settings = save_settings(options);
+        settings.push_back({"staging_bytes", std::to_string(options.staging_bytes)});
+        return settings;
+      }());
   // Agreed above, so every rank refuses alike.
   if (options.staging_bytes < 4096)
     throw UsageError("h5dcp: AsyncSaveOptions::staging_bytes must be at least 4096, not " +

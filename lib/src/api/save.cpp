@@ -16,7 +16,7 @@ namespace h5dcp {
 
 SaveResult save(const StateDict& state_dict, const std::string& path, const SaveOptions& options, MPI_Comm comm) {
   detail::CheckpointSession session(comm, options.coordinator, "save", path, options.timeout_seconds,
-                                    {{"io_mode", detail::io_mode_text(options.io_mode)}});
+                                    detail::save_settings(options));
   session.require_directory_everywhere();  // every rank creates the file (collectively)
   const auto& c = session.comm();
   DefaultSavePlanner default_planner;
@@ -25,9 +25,13 @@ SaveResult save(const StateDict& state_dict, const std::string& path, const Save
   // planning, so a throw there fails the save on every rank.
   StateDict expanded;
   const bool expand = detail::has_stateful(state_dict);
-  const auto plan = detail::plan_save(c, planner, expand ? expanded : state_dict, path, [&] {
-    if (expand) expanded = detail::expand_for_save(state_dict);
-  });
+  const auto planned = detail::plan_save(
+      c, planner, expand ? expanded : state_dict, path,
+      [&] {
+        if (expand) expanded = detail::expand_for_save(state_dict);
+      },
+      options.plan_cache);
+  const auto& plan = planned.plan;
   detail::write_and_publish(c, plan, path, [&](detail::ContainerWriter& writer) {
     std::vector<detail::ChunkChecksums> checksums;
     writer.write(c.rank(), options.io_mode, [&](const PlannedTensor& tensor, const PlannedChunk& chunk) {
@@ -44,7 +48,7 @@ SaveResult save(const StateDict& state_dict, const std::string& path, const Save
     });
     return checksums;
   });
-  return detail::save_result_of(plan);
+  return detail::save_result_of(plan, planned.reused);
 }
 
 }  // namespace h5dcp

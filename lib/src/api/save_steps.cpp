@@ -1,20 +1,134 @@
 #include "api/save_steps.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <optional>
+#include <random>
 #include <utility>
+
+#include "api/checkpoint_session.hpp"
+#include "api/save_plan_cache_state.hpp"
 
 #include "base/fault_injection.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/version.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "plan/codec.hpp"
+#include "plan/plan_reuse.hpp"
 #include "storage/durable_file.hpp"
 #include "torch/dtype_mapping.hpp"
 
 namespace h5dcp::detail {
 
-GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict& state_dict, const std::string& path,
-                         const std::function<void()>& prepare) {
+namespace {
+
+// The coordinator's part of planning anew: the planner's merge, then what
+// every save's plan carries (the temporary file, the time).
+GlobalSavePlan plan_globally(const Comm& comm, SavePlanner& planner, const std::vector<SavePlan>& plans,
+                             const std::string& path) {
+  auto plan = planner.create_global_plan(plans);
+  plan.world_size = comm.size();
+  // Partial files of saves to this path that died are removed first.
+  remove_partial_siblings(path);
+  plan.temp_path = temporary_sibling(path);
+  plan.created = utc_now_iso8601();
+  return plan;
+}
+
+std::vector<SavePlan> decode_all(const std::vector<Bytes>& locals) {
+  std::vector<SavePlan> plans;
+  plans.reserve(locals.size());
+  for (const auto& l : locals) plans.push_back(decode_save_plan(l));
+  return plans;
+}
+
+// Never 0 (which means "no plan"); unique enough that two caches filled by
+// different saves do not meet with the same one.
+std::uint64_t new_generation() {
+  static std::atomic<std::uint64_t> counter{0};
+  std::random_device device;
+  const std::uint64_t g = (std::uint64_t{device()} << 32) ^ device() ^ (++counter * 0x9E3779B97F4A7C15ULL);
+  return g == 0 ? 1 : g;
+}
+
+PlanReply planned_reply(const Comm& comm, SavePlanner& planner, const std::vector<SavePlan>& plans,
+                        const std::string& path) {
+  PlanReply reply;
+  reply.kind = PlanReply::Kind::Planned;
+  reply.generation = new_generation();
+  reply.plan = encode(plan_globally(comm, planner, plans, path));
+  return reply;
+}
+
+PlannedSave plan_with_cache(const Comm& comm, SavePlanner& planner, const StateDict& state_dict,
+                            const std::string& path, const std::function<void()>& prepare, SavePlanCacheState& cache) {
+  SavePlan local;
+  std::uint64_t digest = 0;
+  auto reply = decode_plan_reply(comm.all_reduce(
+      "save:plan",
+      [&] {
+        prepare();
+        planner.set_up(state_dict, comm.is_coordinator());
+        local = planner.create_local_plan();
+        digest = layout_digest(local, comm.size(), comm.coordinator());
+        const bool same = cache.generation != 0 && cache.digest == digest;
+        return encode(PlanOffer{same ? cache.generation : 0, same ? values_of(local) : local});
+      },
+      [&](const std::vector<Bytes>& offered) {
+        std::vector<PlanOffer> offers;
+        offers.reserve(offered.size());
+        for (const auto& o : offered) offers.push_back(decode_plan_offer(o));
+        const auto offering = [&](std::uint64_t g) {
+          return std::all_of(offers.begin(), offers.end(), [g](const PlanOffer& o) { return o.generation == g; });
+        };
+        if (cache.generation != 0 && offering(cache.generation)) {
+          std::vector<SavePlan> values;
+          values.reserve(offers.size());
+          for (auto& o : offers) values.push_back(std::move(o.plan));
+          PlanReply reply;
+          reply.kind = PlanReply::Kind::Reused;
+          reply.values = current_values(cache.plan, values);
+          remove_partial_siblings(path);
+          reply.temp_path = temporary_sibling(path);
+          reply.created = utc_now_iso8601();
+          return encode(reply);
+        }
+        if (!offering(0)) return encode(PlanReply{PlanReply::Kind::SendWholePlans, 0, {}, {}, {}, {}});
+        std::vector<SavePlan> plans;
+        plans.reserve(offers.size());
+        for (auto& o : offers) plans.push_back(std::move(o.plan));
+        return encode(planned_reply(comm, planner, plans, path));
+      }));
+  if (reply.kind == PlanReply::Kind::SendWholePlans) {
+    // Some rank's layout changed, or some rank has no plan: plan anew.
+    reply = decode_plan_reply(comm.all_reduce(
+        "save:plan", [&] { return encode(local); },
+        [&](const std::vector<Bytes>& locals) {
+          return encode(planned_reply(comm, planner, decode_all(locals), path));
+        }));
+  }
+  if (reply.kind == PlanReply::Kind::Reused) {
+    auto plan = cache.plan;
+    plan.temp_path = std::move(reply.temp_path);
+    plan.created = std::move(reply.created);
+    for (std::size_t v = 0; v < plan.values.size(); ++v) plan.values[v].payload = std::move(reply.values.at(v));
+    ++cache.reused;
+    return {std::move(plan), true};
+  }
+  auto plan = decode_global_save_plan(reply.plan);
+  cache.plan = plan;
+  cache.generation = reply.generation;
+  cache.digest = digest;
+  ++cache.planned;
+  return {std::move(plan), false};
+}
+
+}  // namespace
+
+PlannedSave plan_save(const Comm& comm, SavePlanner& planner, const StateDict& state_dict, const std::string& path,
+                      const std::function<void()>& prepare, SavePlanCache* cache) {
+  if (cache != nullptr)
+    return plan_with_cache(comm, planner, state_dict, path, prepare, SavePlanCacheAccess::state(*cache));
   const Bytes global = comm.all_reduce(
       "save:plan",
       [&] {
@@ -22,19 +136,8 @@ GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict
         planner.set_up(state_dict, comm.is_coordinator());
         return encode(planner.create_local_plan());
       },
-      [&](const std::vector<Bytes>& locals) {
-        std::vector<SavePlan> plans;
-        plans.reserve(locals.size());
-        for (const auto& l : locals) plans.push_back(decode_save_plan(l));
-        auto plan = planner.create_global_plan(plans);
-        plan.world_size = comm.size();
-        // Partial files of saves to this path that died are removed first.
-        remove_partial_siblings(path);
-        plan.temp_path = temporary_sibling(path);
-        plan.created = utc_now_iso8601();
-        return encode(plan);
-      });
-  return decode_global_save_plan(global);
+      [&](const std::vector<Bytes>& locals) { return encode(plan_globally(comm, planner, decode_all(locals), path)); });
+  return {decode_global_save_plan(global), false};
 }
 
 namespace {
@@ -128,7 +231,11 @@ at::Tensor resolve_block(SavePlanner& planner, const PlannedTensor& tensor, cons
   return data;
 }
 
-SaveResult save_result_of(const GlobalSavePlan& plan) {
+std::vector<Setting> save_settings(const SaveOptions& options) {
+  return {{"io_mode", io_mode_text(options.io_mode)}, {"plan_cache", options.plan_cache != nullptr ? "yes" : "no"}};
+}
+
+SaveResult save_result_of(const GlobalSavePlan& plan, bool plan_reused) {
   Metadata md;
   md.format_version_major = kFormatVersionMajor;
   md.format_version_minor = kFormatVersionMinor;
@@ -144,7 +251,7 @@ SaveResult save_result_of(const GlobalSavePlan& plan) {
     md.state_dict_metadata.emplace(v.fqn,
                                    BytesStorageMetadata{v.encoding, static_cast<std::int64_t>(v.payload.size())});
   for (const auto& [fqn, kind] : plan.containers) md.containers.emplace(fqn, kind);
-  return SaveResult{std::move(md), plan.bytes_per_rank()};
+  return SaveResult{std::move(md), plan.bytes_per_rank(), plan_reused};
 }
 
 }  // namespace h5dcp::detail

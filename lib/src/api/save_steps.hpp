@@ -22,10 +22,19 @@
 
 namespace h5dcp::detail {
 
+/// A save's global plan, and whether it came from a SavePlanCache.
+struct PlannedSave {
+  GlobalSavePlan plan;
+  bool reused = false;
+};
+
 /// The plan step. `prepare` runs first on every rank inside the step (a
-/// throw there is a failure of this rank in "save:plan"). Collective.
-GlobalSavePlan plan_save(const Comm& comm, SavePlanner& planner, const StateDict& state_dict, const std::string& path,
-                         const std::function<void()>& prepare);
+/// throw there is a failure of this rank in "save:plan"). With a `cache`
+/// (every rank passes one or none: the callers agree on it first), the
+/// cached plan is reused when no rank's layout changed, and a new plan is
+/// kept (plan/plan_reuse.hpp says how). Collective.
+PlannedSave plan_save(const Comm& comm, SavePlanner& planner, const StateDict& state_dict, const std::string& path,
+                      const std::function<void()>& prepare, SavePlanCache* cache = nullptr);
 
 /// create -> write (`write` gets the open writer and returns the checksums
 /// of the chunks this rank wrote) -> checksums (stored on every dataset) ->
@@ -38,6 +47,10 @@ void write_and_publish(const Comm& comm, const GlobalSavePlan& plan, const std::
 at::Tensor resolve_block(SavePlanner& planner, const PlannedTensor& tensor, const PlannedChunk& chunk);
 
 /// What a save returns.
-SaveResult save_result_of(const GlobalSavePlan& plan);
+SaveResult save_result_of(const GlobalSavePlan& plan, bool plan_reused);
+
+/// The settings of a save that every rank must pass the same, for
+/// CheckpointSession (the I/O mode, whether a plan cache is used).
+std::vector<Setting> save_settings(const SaveOptions& options);
 
 }  // namespace h5dcp::detail

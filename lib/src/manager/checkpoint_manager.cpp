@@ -32,6 +32,7 @@
 #include "comm/comm.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
+#include "h5dcp/save_plan_cache.hpp"
 #include "storage/durable_file.hpp"
 #include "storage/file_descriptor.hpp"
 
@@ -288,6 +289,7 @@ struct CheckpointManager::Impl {
   detail::Comm comm;
   ManagerOptions options;
   detail::AsyncSaveSlot saver;  // its own engine: staging freed with the manager
+  SavePlanCache plan_cache;     // for saves that bring no planner and no cache
 
   struct InFlight {
     std::int64_t step;
@@ -414,6 +416,7 @@ SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, co
   wait();
   auto o = options;
   o.coordinator = impl.options.coordinator;
+  if (o.planner == nullptr && o.plan_cache == nullptr) o.plan_cache = &impl.plan_cache;
   auto result = h5dcp::save(state, path_for(step), o, impl.user_comm);
   impl.comm.broadcast("checkpoint-manager:publish", [&] {
     write_pointer(directory_, file_name_for(step));
@@ -441,6 +444,7 @@ StagedSave CheckpointManager::start_async_save(std::int64_t step, const StateDic
   wait();
   auto o = options;
   o.coordinator = impl.options.coordinator;
+  if (o.planner == nullptr && o.plan_cache == nullptr) o.plan_cache = &impl.plan_cache;
   auto handles = impl.saver.save(state, path_for(step), o, impl.user_comm, stage_in_background);
   impl.in_flight = Impl::InFlight{step, handles.saved};
   return handles;
