@@ -148,7 +148,7 @@ bool run_save_planning(std::int64_t ranks, std::int64_t tensors) {
   std::printf("  %-58s %9.3f\n", "one rank: digest its plan, offer a token and its values", offer_s);
   std::printf("  %-58s %9.3f\n", "coordinator: check every token and the values, reply", check_s);
   std::printf("  %-58s %9.3f\n", "one rank: copy its cached plan with the reply's values", apply_s);
-  std::printf("  %-58s %9.3f\n", "the critical path (the three above)", offer_s + check_s + apply_s);
+  std::printf("  %-58s %9.3f\n", "the reused plan's critical path (the three above)", offer_s + check_s + apply_s);
   std::printf("  bytes per rank: sends %lld (token and values), receives %lld (the reply)\n",
               static_cast<long long>(offer0.size()), static_cast<long long>(reply_bytes.size()));
   return true;
