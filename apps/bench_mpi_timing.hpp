@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -61,6 +62,15 @@ inline void drop_caches(bool enabled) {
     std::ofstream("/proc/sys/vm/drop_caches") << "3\n";
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/// Runs `fn` with h5dcp's read-ahead hints off (H5DCP_READAHEAD_MIB=0, read
+/// by each load), on every rank, to measure what they bring.
+template <typename Fn>
+void without_read_ahead(Fn&& fn) {
+  ::setenv("H5DCP_READAHEAD_MIB", "0", 1);
+  fn();
+  ::unsetenv("H5DCP_READAHEAD_MIB");
 }
 
 /// Every timed save writes a new file, from a settled disk: the file a case

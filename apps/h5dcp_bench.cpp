@@ -59,6 +59,7 @@ using h5dcp_bench::fresh;
 using h5dcp_bench::median;
 using h5dcp_bench::now;
 using h5dcp_bench::timed;
+using h5dcp_bench::without_read_ahead;
 
 struct Args {
   double gib = 1.0;
@@ -335,6 +336,15 @@ int main(int argc, char** argv) {
       t["reshard" + suffix].push_back(timed([&] { h5dcp::load(shifted, ckpt); }));
       correct &= check(shifted, rows, size_ > 1 ? 1 : 0);
     }
+    // The read-ahead hints' knob, measured: the cold load without them.
+    if (cold) {
+      without_read_ahead([&] {
+        drop_caches(true);
+        auto same = sharded_state(rows, 0, false);
+        t["load_cold_no_readahead"].push_back(timed([&] { h5dcp::load(same, ckpt); }));
+        correct &= check(same, rows, 0);
+      });
+    }
     // The POSIX limits, on the same bytes: h5dcp's tricks, O_DIRECT, reads.
     const auto ranges = file_ranges(saved, rows);
     const auto posix_path = args.dir + "/posix.bin";
@@ -414,6 +424,16 @@ int main(int argc, char** argv) {
         MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         correct &= ok == 1;
       }
+      if (cold) {
+        without_read_ahead([&] {
+          drop_caches(true);
+          auto back = h5dcp_bench::transformer_state(args.transformer, rank_, size_, false);
+          t["transformer_load_cold_no_readahead"].push_back(timed([&] { h5dcp::load(back, path); }));
+          int ok = h5dcp_bench::transformer_holds_values(back, args.transformer, rank_, size_) ? 1 : 0;
+          MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+          correct &= ok == 1;
+        });
+      }
       fresh(path);  // 3.7 GB at the default shape: not left for the next case
     }
     fresh(args.dir + "/large.h5");
@@ -485,6 +505,7 @@ int main(int argc, char** argv) {
       if (cold) {
         row("h5dcp load, cold", median(t["load_cold"]), gb);
         row("h5dcp resharded load, cold", median(t["reshard_cold"]), gb);
+        row("  cold, no read-ahead hints", median(t["load_cold_no_readahead"]), gb);
         row("POSIX read, cold", median(t["posix_read_cold"]), gb);
       }
       row("h5dcp async save (total)", median(t["async_total"]), gb);
@@ -521,6 +542,7 @@ int main(int argc, char** argv) {
         row("  save", median(t["transformer_save"]), tgb);
         row("  load", median(t["transformer_load"]), tgb);
         if (cold) row("  load, cold", median(t["transformer_load_cold"]), tgb);
+        if (cold) row("  load, cold, no read-ahead hints", median(t["transformer_load_cold_no_readahead"]), tgb);
       }
       std::printf(
           "memory a save adds per rank: sync %.1f MB, async %.1f MB (shard %.1f MB, staging %.1f MB held "

@@ -78,6 +78,10 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
     c.all_gather("load:read", [&] {
       // Copies to a GPU follow the work the caller queued on the targets.
       detail::HostToDevice uploads{detail::CallerWork(state_dict)};
+      // The kernel reads ahead what comes next while each block is read.
+      for (const auto& item : plan->items)
+        if (item.type == ReadItemType::Tensor)
+          reader->will_read(item.storage_fqn, item.dtype, ChunkStorageMetadata{item.storage_offsets, item.lengths});
       for (const auto& item : plan->items) {
         if (item.type == ReadItemType::Value) {
           const auto& storage = std::get<BytesStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn));

@@ -282,7 +282,10 @@ CheckpointIndex read_container_index(const std::string& path, bool require_exact
 }
 
 ContainerReader::ContainerReader(const std::string& path, MPI_Comm comm)
-    : path_(path), file_(open_file_read_only(path, comm)), dxpl_(transfer_properties(comm, /*collective=*/false)) {}
+    : path_(path),
+      file_(open_file_read_only(path, comm)),
+      dxpl_(transfer_properties(comm, /*collective=*/false)),
+      read_ahead_(path) {}
 
 hid_t ContainerReader::dataset(const std::string& fqn) {
   auto it = datasets_.find(fqn);
@@ -295,8 +298,38 @@ hid_t ContainerReader::dataset(const std::string& fqn) {
   return it->second.get();
 }
 
+void ContainerReader::will_read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box) {
+  const auto elements = volume(box.sizes);
+  if (elements == 0) return;
+  const hid_t d = dataset(fqn);
+  // Contiguous layout only: H5Dget_offset has no address otherwise.
+  const haddr_t start = H5Dget_offset(d);
+  if (start == HADDR_UNDEF) return;
+  Handle space(check_id(H5Dget_space(d), "H5Dget_space"), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0 || static_cast<std::size_t>(rank) != box.sizes.size()) return;
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  // The box's first and last elements, row-major.
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+  std::int64_t stride = 1;
+  for (int k = rank - 1; k >= 0; --k) {
+    const auto d_k = static_cast<std::size_t>(k);
+    first += box.offsets[d_k] * stride;
+    last += (box.offsets[d_k] + box.sizes[d_k] - 1) * stride;
+    stride *= static_cast<std::int64_t>(dims[d_k]);
+  }
+  const auto size = static_cast<std::int64_t>(dtype_size(dtype));
+  const auto span = (last - first + 1) * size;
+  // A strided block (columns, a grid) would pull in what lies between its rows.
+  if (span > 2 * elements * size) return;
+  read_ahead_.will_read(static_cast<std::int64_t>(start) + first * size, span);
+}
+
 void ContainerReader::read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box, void* out) {
   if (volume(box.sizes) == 0) return;
+  read_ahead_.read(volume(box.sizes) * static_cast<std::int64_t>(dtype_size(dtype)));
   const hid_t d = dataset(fqn);
   const auto type = hdf5_type(dtype);
   Handle file_space(check_id(H5Dget_space(d), "H5Dget_space"), H5Sclose);

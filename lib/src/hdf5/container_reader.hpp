@@ -10,6 +10,7 @@
 #include "h5dcp/metadata.hpp"
 #include "hdf5/handle.hpp"
 #include "plan/codec.hpp"
+#include "storage/read_ahead.hpp"
 
 namespace h5dcp::detail {
 
@@ -32,6 +33,12 @@ class ContainerReader {
   /// `out`, contiguous. Not collective (independent I/O).
   void read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box, void* out);
 
+  /// Announces, in read order, a block read() will be asked for, so that
+  /// the kernel reads it ahead (storage/read_ahead.hpp). Only blocks that
+  /// are one range of the file, or nearly (rows), are announced. Throws
+  /// like read() when the dataset cannot be opened.
+  void will_read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box);
+
   /// Closes the datasets and the file. Collective.
   void close();
 
@@ -45,6 +52,7 @@ class ContainerReader {
   Handle file_;
   Handle dxpl_;
   std::map<std::string, Handle> datasets_;
+  ReadAhead read_ahead_;
 };
 
 }  // namespace h5dcp::detail
