@@ -553,6 +553,10 @@ def cold_text():
         text += (f" {PEER}'s cold load took {p_med['load_cold']:.3f} s, {1 / disk:.2f} × the cold read's speed:"
                  f" {COLD_VS_DCP:g} × its speed would be {COLD_VS_DCP / disk:.2f} × the speed at which this disk"
                  " reads the bytes cold" + (", faster than the disk." if COLD_VS_DCP / disk > 1 else "."))
+    if "load_cold_no_readahead" in s:
+        text += (f" Without the read-ahead hints the same-sharding cold load took {s['load_cold_no_readahead']:.3f} s;"
+                 " its blocks are longer than the hints' window, which leaves them to the kernel either way, so"
+                 " the two rows differ by the disk's noise alone.")
     return text
 
 
@@ -688,7 +692,7 @@ prose = [
        f" the global plan is {plan_bytes[1] / 1e6:.1f} MB, received by every rank, against"
        f" {plan_bytes[0] / 1e3:.0f} kB that each sends" if plan_save_s is not None and plan_bytes else "")
     + ". The merge is one pass over a hash of the keys (it was three ordered maps of strings and"
-    "  a text built per item for an error message)."
+    " a text built per item for an error message)."
     + (f" A save whose sharding did not change reuses its plan (`SavePlanCache`, the manager's"
        f" default): {plan_reuse_s:.3f} s along its critical path, a token and the values per rank"
        f" ({plan_reuse_bytes[0]:,} bytes sent, {plan_reuse_bytes[1]:,} received), most of it each rank copying"

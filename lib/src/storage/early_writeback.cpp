@@ -3,20 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <utility>
+
+#include "storage/size_knob.hpp"
 
 namespace h5dcp::detail {
 
-std::int64_t EarlyWriteback::interval_from_environment() noexcept {
-  constexpr std::int64_t kDefaultMiB = 32;
-  const char* text = std::getenv("H5DCP_WRITEBACK_MIB");
-  if (text == nullptr || *text == '\0') return kDefaultMiB << 20;
-  char* end = nullptr;
-  const long long mib = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || mib < 0) return kDefaultMiB << 20;
-  return static_cast<std::int64_t>(mib) << 20;
-}
+std::int64_t EarlyWriteback::interval_from_environment() noexcept { return size_knob_bytes("H5DCP_WRITEBACK_MIB", 32); }
 
 EarlyWriteback::EarlyWriteback(std::string path) : path_(std::move(path)), interval_(interval_from_environment()) {}
 

@@ -3,20 +3,13 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <utility>
+
+#include "storage/size_knob.hpp"
 
 namespace h5dcp::detail {
 
-std::int64_t ReadAhead::window_from_environment() noexcept {
-  constexpr std::int64_t kDefaultMiB = 64;
-  const char* text = std::getenv("H5DCP_READAHEAD_MIB");
-  if (text == nullptr || *text == '\0') return kDefaultMiB << 20;
-  char* end = nullptr;
-  const long long mib = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || mib < 0 || mib > (1LL << 30)) return kDefaultMiB << 20;
-  return static_cast<std::int64_t>(mib) << 20;
-}
+std::int64_t ReadAhead::window_from_environment() noexcept { return size_knob_bytes("H5DCP_READAHEAD_MIB", 64); }
 
 ReadAhead::ReadAhead(std::string path, std::int64_t window_bytes) : path_(std::move(path)), window_(window_bytes) {}
 
