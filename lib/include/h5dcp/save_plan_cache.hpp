@@ -16,7 +16,7 @@ struct SavePlanCacheAccess;
 /// (SaveOptions::plan_cache): a save whose every rank holds the same keys,
 /// kinds, dtypes, shapes and blocks as at the cached save, and values of
 /// the same encodings and sizes, reuses the cached global plan. Its plan step
-/// then exchanges no tensor metadata, only a 16-byte token and the
+/// then exchanges no tensor metadata, only an 8-byte token and the
 /// non-tensor values per rank (still checked to agree across the ranks
 /// holding them), and the planner's create_global_plan is not called (its
 /// set_up and create_local_plan are, to compare). The reused plan is the
