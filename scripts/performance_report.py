@@ -141,7 +141,7 @@ rows += [
     ("h5dcp resharded load", s["reshard"], h_rate("reshard"), "", check_cell(h_ok)),
     ("POSIX read (pread 16 MiB at a time, dd bs=16M)", s.get("posix_read"), h_rate("posix_read"), "", ""),
     ("h5dcp load, cold", s.get("load_cold"), h_rate("load_cold"), "", check_cell(h_ok)),
-    ("h5dcp load, cold, without read-ahead hints (H5DCP_READAHEAD_MIB=0)", s.get("load_cold_no_readahead"),
+    ("h5dcp load, cold, no read-ahead hints (H5DCP_READAHEAD_MIB=0)", s.get("load_cold_no_readahead"),
      h_rate("load_cold_no_readahead"), "", check_cell(h_ok)),
     ("h5dcp resharded load, cold", s.get("reshard_cold"), h_rate("reshard_cold"), "", check_cell(h_ok)),
     ("POSIX read, cold", s.get("posix_read_cold"), h_rate("posix_read_cold"), "", ""),
@@ -192,7 +192,7 @@ if tf:
     rows += [(f"h5dcp {label}, {tf_name}", s.get(key), h_rate(key, tf["bytes"] / 1e9), "", check_cell(h_ok))
              for key, label in (("transformer_save", "save"), ("transformer_load", "load"),
                                 ("transformer_load_cold", "load, cold"),
-                                ("transformer_load_cold_no_readahead", "load, cold, without read-ahead hints"))
+                                ("transformer_load_cold_no_readahead", "load, cold, no read-ahead hints"))
              if key in s]
 for key, label in (("transformer_save", "save"), ("transformer_load", "load"), ("transformer_load_cold", "load, cold")):
     if key in p_med:
@@ -574,7 +574,7 @@ def transformer_text():
                    " between them, so every read is a jump that restarts the kernel's readahead; a load"
                    " announces its reads to `storage/read_ahead` (posix_fadvise WILLNEED, a window of"
                    " `H5DCP_READAHEAD_MIB` ahead of what is being read, blocks longer than the window left to"
-                   " the kernel). The rows \"without read-ahead hints\" measure that knob in this run.")
+                   " the kernel). The rows \"no read-ahead hints\" measure that knob in this run.")
 
 
 no_wb = next((k for k in knobs if k[0].startswith("early write-back")), None)
