@@ -5,9 +5,11 @@
 // every future, a save's timeout, MPI used by the caller meanwhile, and
 // finishing with a save in flight; async_stage_and_save: the caller goes on
 // before its blocks are copied, the copy on a thread of its own, the state
-// dict kept alive by the save, a staging failure, the manager's.
+// dict kept alive by the save, a staging failure, the manager's; the
+// staging thread runs as background work (SCHED_BATCH).
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -256,13 +258,16 @@ class GatedPlanner : public DefaultSavePlanner {
     if (open_.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
       throw std::runtime_error("the gate was never opened");
     resolved_on_ = std::this_thread::get_id();
+    policy_ = sched_getscheduler(0);
     return DefaultSavePlanner::resolve_tensor(tensor, chunk);
   }
   std::thread::id resolved_on() const { return resolved_on_; }
+  int resolved_with_policy() const { return policy_; }
 
  private:
   std::shared_future<void> open_;
   std::thread::id resolved_on_;
+  int policy_ = -1;
 };
 
 TEST_F(AsyncSave, StagingInTheBackgroundLetsTheCallerGoOnBeforeTheCopy) {
@@ -287,6 +292,10 @@ TEST_F(AsyncSave, StagingInTheBackgroundLetsTheCallerGoOnBeforeTheCopy) {
     std::get<at::Tensor>(state.at("b")).fill_(7);
     EXPECT_NE(planner.resolved_on(), std::this_thread::get_id());
     EXPECT_NE(planner.resolved_on(), std::thread::id());
+    // The staging thread gives up wakeup preemption (SCHED_BATCH): waking
+    // it must not take the caller's core as the call returns.
+    EXPECT_EQ(planner.resolved_with_policy(), SCHED_BATCH);
+    EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);  // the caller's thread is left as it was
     const auto stats = last_async_save_stats();
     EXPECT_TRUE(stats.background_staging);
     EXPECT_GT(stats.staged_bytes, 0);

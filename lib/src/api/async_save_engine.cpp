@@ -18,6 +18,7 @@
 #include "api/checkpoint_session.hpp"
 #include "api/save_steps.hpp"
 #include "api/stateful_expansion.hpp"
+#include "base/background_thread.hpp"
 #include "base/fault_injection.hpp"
 #include "comm/plain_calls.hpp"
 #include "h5dcp/error.hpp"
@@ -68,6 +69,10 @@ at::TensorOptions staging_options() {
   // login node, CI) cudaHostAlloc fails, so ask for it only when a device is
   // there, and use pageable memory otherwise.
   return torch::cuda::device_count() > 0 ? options.pinned_memory(true) : options;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // Whether every rank's blocks, staged whole one after another, fit `ring`
@@ -146,6 +151,7 @@ struct AsyncSaveEngine::Impl {
 
   // The background thread: one job at a time, every HDF5 call of it.
   void run() {
+    run_as_background_thread();
     while (true) {
       Job* current = nullptr;
       {
@@ -257,7 +263,7 @@ struct AsyncSaveEngine::Impl {
     {
       std::lock_guard<std::mutex> lock(mutex);
       stats.staged_bytes = copied;
-      stats.staging_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      stats.staging_seconds = seconds_since(started);
     }
     // The stats first (whoever waits on `staged` may read them), and before
     // staging_done: from then on the background thread may free the job.
@@ -381,12 +387,17 @@ StagedSave AsyncSaveEngine::start(std::unique_ptr<CheckpointSession> session, co
     impl.staging_done = false;
     impl.job = std::move(job);
     impl.busy = true;
+    // Set here when a thread stages: once it is woken it may hold the lock
+    // while it waits for a core, and the caller would wait with it.
+    impl.stats.blocking_seconds = seconds_since(started);
     // Started under the lock: the background thread takes it over (to join
     // it) only once staging is done, which needs the lock too.
     if (stage_in_background) {
       try {
-        impl.stager =
-            std::thread([&impl, &running, staging_started] { impl.stage_and_finish(running, staging_started); });
+        impl.stager = std::thread([&impl, &running, staging_started] {
+          run_as_background_thread();
+          impl.stage_and_finish(running, staging_started);
+        });
       } catch (const std::system_error&) {
         stage_in_background = false;  // no thread to be had: stage here, as async_save does
         impl.stats.background_staging = false;
@@ -394,10 +405,11 @@ StagedSave AsyncSaveEngine::start(std::unique_ptr<CheckpointSession> session, co
     }
   }
   impl.changed.notify_all();
-  if (!stage_in_background) impl.stage_and_finish(running, staging_started);
+  if (stage_in_background) return handles;
+  impl.stage_and_finish(running, staging_started);
   {
     std::lock_guard<std::mutex> lock(impl.mutex);
-    impl.stats.blocking_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    impl.stats.blocking_seconds = seconds_since(started);
   }
   return handles;
 }

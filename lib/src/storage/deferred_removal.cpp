@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include "base/background_thread.hpp"
+
 namespace h5dcp::detail {
 namespace {
 
@@ -37,6 +39,7 @@ class Remover {
 
  private:
   void run() {
+    run_as_background_thread();
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
       changed_.wait(lock, [this] { return stop_ || !queue_.empty(); });
