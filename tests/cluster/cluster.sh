@@ -30,8 +30,9 @@
 # child of the caller) runs `down DIR` after H5DCP_CLUSTER_LIFETIME seconds
 # (default 900). `down` is idempotent and stops only what `up` started: the
 # processes in DIR/pid/, the processes inside the run's namespaces (slurmd's
-# steps), munged when `up` started it; then it removes the namespaces, veths,
-# bridge and bind mounts. DIR itself is left to the caller.
+# steps), munged when `up` started it (unless another run still uses it: it
+# then becomes that run's); then it removes the namespaces, veths, bridge and
+# bind mounts. DIR itself is left to the caller.
 #
 # Environment (up): H5DCP_CLUSTER_NODES (default 3), H5DCP_CLUSTER_SUBNET
 # (the /24 as A.B.C, default a free 10.213.N), H5DCP_CLUSTER_LIFETIME,
@@ -177,7 +178,21 @@ cmd_down() {
   local daemons=("$piddir/slurmctld.pid:slurmctld")
   for k in $(seq "$H5DCP_CLUSTER_NODES"); do daemons+=("$piddir/slurmd.h5n$k.pid:slurmd"); done
   stop "${daemons[@]}"
-  if [ -s "$piddir/munged.pid" ]; then stop "$piddir/munged.pid:munged"; fi
+  # munged, when this run started it: stopped, unless another run of this
+  # script still runs (its slurmds need it): then that run stops it.
+  if alive "$piddir/munged.pid" munged; then
+    local heir=""
+    for r in $(known_ids); do
+      if [ "$r" != "$H5DCP_CLUSTER_ID" ] && [ -d "$registry_root/$r/pid" ] && run_alive "$r"; then heir=$r; break; fi
+    done
+    if [ -n "$heir" ]; then
+      cp "$piddir/munged.pid" "$registry_root/$heir/pid/munged.pid"
+      [ ! -d "$(cat "$registry_root/$heir/dir")/pid" ] || cp "$piddir/munged.pid" "$(cat "$registry_root/$heir/dir")/pid/munged.pid"
+      echo "cluster.sh: munged left running for $heir"
+    else
+      stop "$piddir/munged.pid:munged"
+    fi
+  fi
   # The watchdog (unless it is the one running this): its session.
   if [ -s "$piddir/watchdog.pid" ] && [ "$(cat "$piddir/watchdog.pid")" != "$$" ] &&
     alive "$piddir/watchdog.pid" bash; then
@@ -284,18 +299,19 @@ EOF
     touch "$registry_root/$id/h5n$k.uts"
     unshare --uts="$registry_root/$id/h5n$k.uts" hostname "h5n$k"
   done
-  flock -u 9
-  exec 9>&-
-
-  # munge: reuse a working one, else start one (and stop it in down).
+  # munge: reuse a working one, else start one (stopped by down, or handed
+  # to another run of this script still using it). Under the lock: two
+  # runs starting at once must not both start one.
   if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     [ -s /etc/munge/munge.key ] || die "/etc/munge/munge.key is missing (reinstall munge)"
     mkdir -p /run/munge && chown munge:munge /run/munge
-    runuser -u munge -- /usr/sbin/munged || die "munged did not start"
+    runuser -u munge -- /usr/sbin/munged 9>&- || die "munged did not start"
     for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
     record munged "$(cat /run/munge/munged.pid)"
     munge -n | unmunge >/dev/null || die "munged started but does not answer"
   fi
+  flock -u 9
+  exec 9>&-
 
   mknod "$dir/dev/gpu0" c 1 3
   mknod "$dir/dev/gpu1" c 1 3
