@@ -62,11 +62,14 @@ if [ "${SANITIZE_SKIP_TESTS:-0}" != 1 ]; then
   start=$(date +%s)
   set +e
   # Every test but the fault matrix (label "reliability"), which runs next
-  # without leak checking (see there).
+  # without leak checking (see there), and the multi-node cluster test
+  # (label "cluster"): it runs no h5dcp code, only Slurm's and OpenMPI's
+  # (uninstrumented) programs and an MPI probe built without the sanitizers,
+  # so here it would repeat scripts/test.sh's run, not check anything more.
   ( cd "$build_dir"
     LD_PRELOAD=$preload ASAN_OPTIONS=$ASAN_OPTIONS:log_path=$logs/asan \
       UBSAN_OPTIONS=$UBSAN_OPTIONS:log_path=$logs/ubsan ctest --output-on-failure --parallel "$(nproc)" --timeout 900 \
-      --label-exclude reliability )
+      --label-exclude 'reliability|cluster' )
   ctest_status=$?
   # Should LeakSanitizer's own tracer still crash at exit ("Tracer caught
   # signal 11 ... LeakSanitizer has encountered a fatal error": seen once,
