@@ -31,6 +31,7 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools
   libxxhash-dev libcli11-dev nlohmann-json3-dev
   slurm-wlm munge   # the train job's preemption test runs a one-node Slurm
+  iproute2 util-linux   # tests/cluster: network namespaces, veths, a bridge (ip), nsenter
   # scripts/sanitize.sh: clang with the ASan/UBSan/libFuzzer runtimes, and
   # llvm-symbolizer (in llvm-14) for readable sanitizer reports
   clang-14 libclang-rt-14-dev llvm-14
