@@ -90,7 +90,7 @@ shared=$tmp/c/shared
 
 # check_devices HOW OUTPUT: the rank -> device lines.
 check_devices() {
-  local how=$1 out=$2 lines nodes n r line host lr want_ranks got_ranks locals
+  local how=$1 out=$2 lines nodes n r line lr got_ranks locals simulated
   lines=$(grep -c '^h5dcp-train: rank [0-9]* (node ' "$out" || true)
   [ "$lines" -eq 4 ] || fail "$how: $lines rank -> device lines, not 4"
   nodes=$(sed -n 's/^h5dcp-train: rank [0-9]* (node \([^,]*\),.*/\1/p' "$out" | sort -u | tr '\n' ' ')
