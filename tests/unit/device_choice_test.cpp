@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dist/device_simulation.hpp"
 #include "h5dcp/device.hpp"
 #include "h5dcp/error.hpp"
 
@@ -18,6 +19,21 @@ TEST(ChooseDevice, NoGpuMeansCpu) {
   EXPECT_EQ(c.local_rank, 1);
   EXPECT_EQ(c.local_size, 2);
   EXPECT_EQ(c.local_rank_source, "MPI");
+}
+
+// H5DCP_TEST_CUDA_DEVICE_COUNT: a count where LibTorch sees no GPU, and
+// only then; anything but a count from 1 to 64 is ignored.
+TEST(SimulatedDeviceCount, OnlyACountAndOnlyWithoutARealGpu) {
+  const Environment two{{"H5DCP_TEST_CUDA_DEVICE_COUNT", "2"}};
+  EXPECT_EQ(detail::simulated_device_count(0, two), 2);
+  EXPECT_EQ(detail::simulated_device_count(1, two), std::nullopt);
+  EXPECT_EQ(detail::simulated_device_count(0, {}), std::nullopt);
+  for (const char* bad : {"", "0", "65", "-1", "2 ", "two", "1e1"})
+    EXPECT_EQ(detail::simulated_device_count(0, {{"H5DCP_TEST_CUDA_DEVICE_COUNT", bad}}), std::nullopt) << bad;
+  EXPECT_EQ(detail::simulated_device_count(0, {{"H5DCP_TEST_CUDA_DEVICE_COUNT", "64"}}), 64);
+  // What the line then shows for local rank 1 of 2 given GPUs 0,1 by Slurm.
+  EXPECT_EQ(choose_device(1, 2, 2, {{"CUDA_VISIBLE_DEVICES", "0,1"}}).summary(),
+            "cuda:1 (CUDA_VISIBLE_DEVICES=0,1: GPU 1)");
 }
 
 TEST(ChooseDevice, CpuSaysWhyWhenTheEnvironmentHintsAtGpus) {

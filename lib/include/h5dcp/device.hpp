@@ -113,7 +113,11 @@ struct DeviceAssignment {
 /// does not set LibTorch's current device. Collective over `comm` (without
 /// MPI initialized, a single process whose local rank comes from the
 /// environment). Throws IoError when an MPI call fails, UsageError as
-/// choose_device().
+/// choose_device(). For tests on machines without a GPU:
+/// H5DCP_TEST_CUDA_DEVICE_COUNT=N (1-64), where LibTorch sees no GPU, adds to
+/// `description` the device this rank would take with N GPUs ("[... would be
+/// cuda:1 (CUDA_VISIBLE_DEVICES=0,1: GPU 1)]"); `choice` stays the CPU.
+/// Ignored where LibTorch sees a GPU.
 DeviceAssignment assign_device(MPI_Comm comm = MPI_COMM_WORLD);
 
 /// Every rank's `assignment.description`, in rank order, on rank 0 of `comm`

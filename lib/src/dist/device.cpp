@@ -9,6 +9,7 @@
 
 #include "comm/comm.hpp"
 #include "comm/plain_calls.hpp"
+#include "dist/device_simulation.hpp"
 #include "h5dcp/device.hpp"
 
 namespace h5dcp {
@@ -45,11 +46,22 @@ DeviceAssignment assign_device(MPI_Comm comm) {
     if (c.is_cuda()) assignment.choice.ranks_sharing = static_cast<int>(std::count(keys.begin(), keys.end(), key));
   }
   const auto& choice = assignment.choice;
+  // Tests without a GPU (H5DCP_TEST_CUDA_DEVICE_COUNT): the line also names
+  // the device this rank would take with that many GPUs; it still runs on
+  // the device chosen above.
+  std::string simulated;
+  const auto env = current_environment();
+  if (const auto count = detail::simulated_device_count(assignment.device_count, env)) {
+    const auto would = mpi ? choose_device(local.rank, local.size, *count, env) : choose_device(-1, 0, *count, env);
+    simulated = " [" + std::string(detail::kTestDeviceCountVariable) + "=" + std::to_string(*count) + ": would be " +
+                would.summary() + "]";
+  }
   const std::string size = choice.local_size > 0 ? std::to_string(choice.local_size) : "?";
   std::string where = "node " + assignment.node + ", local " + std::to_string(choice.local_rank) + " of " + size;
   if (choice.local_rank_source != "MPI" && choice.local_rank_source != "default")
     where += " from " + choice.local_rank_source;
-  assignment.description = "rank " + std::to_string(assignment.rank) + " (" + where + ") -> " + choice.summary();
+  assignment.description =
+      "rank " + std::to_string(assignment.rank) + " (" + where + ") -> " + choice.summary() + simulated;
   return assignment;
 }
 

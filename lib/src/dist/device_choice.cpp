@@ -6,6 +6,7 @@
 #include <string_view>
 #include <utility>
 
+#include "dist/device_simulation.hpp"
 #include "h5dcp/device.hpp"
 #include "h5dcp/error.hpp"
 
@@ -224,4 +225,15 @@ Environment current_environment() {
   return env;
 }
 
+namespace detail {
+
+std::optional<int> simulated_device_count(int device_count, const Environment& env) noexcept {
+  if (device_count != 0) return std::nullopt;  // a real GPU: never pretend
+  const auto* text = find(env, kTestDeviceCountVariable);
+  const auto count = text ? parse_count(*text) : std::nullopt;
+  if (!count || *count < 1 || *count > 64) return std::nullopt;
+  return count;
+}
+
+}  // namespace detail
 }  // namespace h5dcp
