@@ -76,6 +76,9 @@ struct Args {
   bool save_only = false;                     // only the raw write and the h5dcp save (to measure a knob)
   bool raw_only = false;                      // only the raw MPI-IO baseline (to time another MPI-IO component)
   bool async_only = false;                    // only the raw write and the async save (to profile it)
+  // Only the transformer case (bench.sh alternates it with the peer's, so
+  // that both meet the disk in the same state).
+  bool transformer_only = false;
 };
 
 constexpr int kTensors = 4;
@@ -253,6 +256,8 @@ int main(int argc, char** argv) {
       args.save_only = true;
     else if (arg == "--async-only")
       args.async_only = true;
+    else if (arg == "--transformer-only")
+      args.transformer_only = true;
     else {
       std::printf(
           "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
@@ -260,7 +265,7 @@ int main(int argc, char** argv) {
           "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
           "                                 [--transformer-layers L (0: none)] [--transformer-hidden H]\n"
           "                                 [--transformer-vocab V]\n"
-          "                                 [--independent] [--save-only] [--async-only]\n");
+          "                                 [--independent] [--save-only] [--async-only] [--transformer-only]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
@@ -301,12 +306,44 @@ int main(int argc, char** argv) {
 
   // The first async save allocates and touches the staging memory, once for
   // the run: made here, untimed, so that no repetition includes it.
-  if (!args.raw_only && !args.save_only) async_save();
+  if (!args.raw_only && !args.save_only && !args.transformer_only) async_save();
 
   std::map<std::string, std::vector<double>> t;
   bool correct = true;
+  // The transformer case: a save, then loads warm and cold (and cold without
+  // the read-ahead hints), each checked.
+  const auto transformer_case = [&](int rep) {
+    const auto path = args.dir + "/transformer.h5";
+    fresh(path);
+    mark("transformer", rep);
+    t["transformer_save"].push_back(timed([&] { h5dcp::save(transformer, path); }));
+    for (const bool drop : {false, true}) {
+      if (drop && !cold) continue;
+      drop_caches(drop);
+      auto back = h5dcp_bench::transformer_state(args.transformer, rank_, size_, false);
+      t[drop ? "transformer_load_cold" : "transformer_load"].push_back(timed([&] { h5dcp::load(back, path); }));
+      int ok = h5dcp_bench::transformer_holds_values(back, args.transformer, rank_, size_) ? 1 : 0;
+      MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      correct &= ok == 1;
+    }
+    if (cold) {
+      without_read_ahead([&] {
+        drop_caches(true);
+        auto back = h5dcp_bench::transformer_state(args.transformer, rank_, size_, false);
+        t["transformer_load_cold_no_readahead"].push_back(timed([&] { h5dcp::load(back, path); }));
+        int ok = h5dcp_bench::transformer_holds_values(back, args.transformer, rank_, size_) ? 1 : 0;
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        correct &= ok == 1;
+      });
+    }
+    fresh(path);  // 3.7 GB at the default shape: not left for the next case
+  };
   for (int rep = -args.warmup; rep < args.reps; ++rep) {
     if (rep == 0) t.clear();  // the warm-up repetitions are not counted (their checks are)
+    if (args.transformer_only) {
+      transformer_case(rep);
+      continue;
+    }
     fresh(args.dir + "/raw.bin");
     t["raw"].push_back(timed([&] { raw_write(args.dir + "/raw.bin", saved, rows, true); }));
     fresh(args.dir + "/raw.bin");
@@ -410,32 +447,7 @@ int main(int argc, char** argv) {
       t[drop ? "small_load_cold" : "small_load"].push_back(timed([&] { h5dcp::load(back, args.dir + "/small.h5"); }));
       correct &= check_small(back);
     }
-    if (with_transformer) {
-      const auto path = args.dir + "/transformer.h5";
-      fresh(path);
-      mark("transformer", rep);
-      t["transformer_save"].push_back(timed([&] { h5dcp::save(transformer, path); }));
-      for (const bool drop : {false, true}) {
-        if (drop && !cold) continue;
-        drop_caches(drop);
-        auto back = h5dcp_bench::transformer_state(args.transformer, rank_, size_, false);
-        t[drop ? "transformer_load_cold" : "transformer_load"].push_back(timed([&] { h5dcp::load(back, path); }));
-        int ok = h5dcp_bench::transformer_holds_values(back, args.transformer, rank_, size_) ? 1 : 0;
-        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        correct &= ok == 1;
-      }
-      if (cold) {
-        without_read_ahead([&] {
-          drop_caches(true);
-          auto back = h5dcp_bench::transformer_state(args.transformer, rank_, size_, false);
-          t["transformer_load_cold_no_readahead"].push_back(timed([&] { h5dcp::load(back, path); }));
-          int ok = h5dcp_bench::transformer_holds_values(back, args.transformer, rank_, size_) ? 1 : 0;
-          MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-          correct &= ok == 1;
-        });
-      }
-      fresh(path);  // 3.7 GB at the default shape: not left for the next case
-    }
+    if (with_transformer) transformer_case(rep);
     fresh(args.dir + "/large.h5");
     mark("same bytes in few tensors", rep);
     t["small_as_large"].push_back(timed([&] { h5dcp::save(large, args.dir + "/large.h5"); }));
@@ -449,7 +461,7 @@ int main(int argc, char** argv) {
   }
   // The async checkpoints of the last repetition, read back untimed.
   bool async_correct = true;
-  if (!args.raw_only && !args.save_only && !args.async_only) {
+  if (!args.raw_only && !args.save_only && !args.async_only && !args.transformer_only) {
     for (const char* name : {"/async.h5", "/staged.h5"}) {
       auto back = sharded_state(rows, 0, false);
       h5dcp::load(back, args.dir + name);
@@ -458,7 +470,7 @@ int main(int argc, char** argv) {
   }
   // Memory: what a save adds to a process that holds its shards (and, for
   // async saves, their staging memory, allocated before the repetitions).
-  const bool measure_memory = !args.raw_only && !args.save_only && !args.async_only;
+  const bool measure_memory = !args.raw_only && !args.save_only && !args.async_only && !args.transformer_only;
   const auto sync_added = !measure_memory ? 0 : added_memory([&] { h5dcp::save(saved, ckpt); });
   const auto async_added = !measure_memory ? 0 : added_memory(async_save);
   // What a load adds to a process whose target tensors are allocated (and
@@ -475,82 +487,95 @@ int main(int argc, char** argv) {
   std::int64_t peak = status_bytes("VmHWM:");
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
 
-  if (rank_ == 0) {
-    const double raw = median(t["raw"]);
-    const double small_gb = static_cast<double>(args.small_count) * small_elems * 4 / 1e9;
-    std::printf("h5dcp-bench: %d ranks, %d x [%lld, %lld] float32 = %.3f GB, %d reps (medians), fsync on, %s, %s\n",
-                size_, kTensors, static_cast<long long>(rows), static_cast<long long>(kCols), gb, args.reps,
-                cold ? "loads warm and cold (page cache dropped)" : "loads warm only (page cache not dropped)",
+  if (rank_ == 0 && args.transformer_only) {
+    const double tgb = static_cast<double>(h5dcp_bench::transformer_bytes(args.transformer)) / 1e9;
+    std::printf("h5dcp-bench: %d ranks, transformer only (%s; %d tensors, %.3f GB), %d reps, %s\n", size_,
+                h5dcp_bench::describe(args.transformer).c_str(),
+                h5dcp_bench::transformer_tensor_count(args.transformer), tgb, args.reps,
                 correct ? "every load checked: equal" : "LOADS WRONG");
-    if (measure_memory)
-      std::printf("h5dcp-bench: async checkpoints read back: %s\n", async_correct ? "equal" : "NOT EQUAL");
-    std::printf("h5dcp-bench: async saves planned %lld times, reused the plan %lld times\n",
-                static_cast<long long>(plan_cache.planned()), static_cast<long long>(plan_cache.reused()));
-    std::printf("%-28s %10s %10s %14s\n", "case", "seconds", "GB/s", "vs raw write");
-    auto row = [&](const char* name, double seconds, double bytes_gb) {
-      std::printf("%-28s %10.3f %10.3f %14.2f\n", name, seconds, bytes_gb / seconds, (bytes_gb / seconds) / (gb / raw));
-    };
-    row("raw MPI-IO write + sync", raw, gb);
-    row("raw, independent writes", median(t["raw_independent"]), gb);
-    if (measure_memory) {
-      row("POSIX pwrite + fsync", median(t["posix_write"]), gb);
-      row("O_DIRECT write + fsync", median(t["direct_write"]), gb);
-    }
-    if (!args.raw_only && !args.async_only) row("h5dcp save", median(t["save"]), gb);
-    if (args.async_only) row("h5dcp async save (total)", median(t["async_total"]), gb);
-    if (measure_memory) {
-      row("h5dcp load", median(t["load"]), gb);
-      row("h5dcp resharded load", median(t["reshard"]), gb);
-      row("POSIX read (pread 16 MiB)", median(t["posix_read"]), gb);
-      if (cold) {
-        row("h5dcp load, cold", median(t["load_cold"]), gb);
-        row("h5dcp resharded load, cold", median(t["reshard_cold"]), gb);
-        row("  cold, no read-ahead hints", median(t["load_cold_no_readahead"]), gb);
-        row("POSIX read, cold", median(t["posix_read_cold"]), gb);
+    for (const auto& [key, seconds] : t)
+      std::printf("%-40s %10.3f %10.3f GB/s\n", key.c_str(), median(seconds), tgb / median(seconds));
+  }
+  if (rank_ == 0) {
+    const double raw = args.transformer_only ? 0.0 : median(t["raw"]);
+    const double small_gb = static_cast<double>(args.small_count) * small_elems * 4 / 1e9;
+    if (!args.transformer_only) {
+      std::printf("h5dcp-bench: %d ranks, %d x [%lld, %lld] float32 = %.3f GB, %d reps (medians), fsync on, %s, %s\n",
+                  size_, kTensors, static_cast<long long>(rows), static_cast<long long>(kCols), gb, args.reps,
+                  cold ? "loads warm and cold (page cache dropped)" : "loads warm only (page cache not dropped)",
+                  correct ? "every load checked: equal" : "LOADS WRONG");
+      if (measure_memory)
+        std::printf("h5dcp-bench: async checkpoints read back: %s\n", async_correct ? "equal" : "NOT EQUAL");
+      std::printf("h5dcp-bench: async saves planned %lld times, reused the plan %lld times\n",
+                  static_cast<long long>(plan_cache.planned()), static_cast<long long>(plan_cache.reused()));
+      std::printf("%-28s %10s %10s %14s\n", "case", "seconds", "GB/s", "vs raw write");
+      auto row = [&](const char* name, double seconds, double bytes_gb) {
+        std::printf("%-28s %10.3f %10.3f %14.2f\n", name, seconds, bytes_gb / seconds,
+                    (bytes_gb / seconds) / (gb / raw));
+      };
+      row("raw MPI-IO write + sync", raw, gb);
+      row("raw, independent writes", median(t["raw_independent"]), gb);
+      if (measure_memory) {
+        row("POSIX pwrite + fsync", median(t["posix_write"]), gb);
+        row("O_DIRECT write + fsync", median(t["direct_write"]), gb);
       }
-      row("h5dcp async save (total)", median(t["async_total"]), gb);
-      std::printf("%-28s %10.3f %10s %13.1f%%  of the sync save\n", "h5dcp async save (blocking)",
-                  median(t["async_blocking"]), "", 100 * median(t["async_blocking"]) / median(t["save"]));
-      std::printf("%-28s %10.3f %10.3f %13.1f%%  of the sync save (the floor)\n", "memory copy of the shards",
-                  median(t["staging_copy"]), gb / median(t["staging_copy"]),
-                  100 * median(t["staging_copy"]) / median(t["save"]));
-      std::printf("%-28s %10.3f %10.3f %14s\n", "async, staged in background", median(t["staged_total"]),
-                  gb / median(t["staged_total"]), "(total)");
-      std::printf("%-28s %10.4f %10s %13.2f%%  of the sync save (call %.4f s + wait %.4f s after %.3f s of compute)\n",
-                  "  training waited", median(t["staged_training_waited"]), "",
-                  100 * median(t["staged_training_waited"]) / median(t["save"]), median(t["staged_blocking"]),
-                  median(t["staged_wait"]), median(t["staged_compute"]));
-      std::printf("%-28s %10.3f %10.3f %14s\n", (std::to_string(args.small_count) + " small tensors save").c_str(),
-                  median(t["small"]), small_gb / median(t["small"]), "");
-      std::printf("%-28s %10.3f %10.3f\n", "  loaded on every rank", median(t["small_load"]),
-                  size_ * small_gb / median(t["small_load"]));
-      if (cold)
-        std::printf("%-28s %10.3f %10.3f\n", "  loaded, cold", median(t["small_load_cold"]),
-                    size_ * small_gb / median(t["small_load_cold"]));
-      std::printf("%-28s %10.3f %10.3f %13.2fx  small / large\n", "same bytes in 4 tensors",
-                  median(t["small_as_large"]), small_gb / median(t["small_as_large"]),
-                  median(t["small"]) / median(t["small_as_large"]));
-      for (const auto& [key, name] :
-           {std::pair<std::string, const char*>{"small_hdf5_bare", "HDF5 alone, no attributes"},
-            {"small_hdf5_attrs", "HDF5 alone, 7 attributes"}})
-        std::printf("%-28s %10.3f %10.3f %13.2fx  / large (the floor)\n", name, median(t[key]),
-                    small_gb / median(t[key]), median(t[key]) / median(t["small_as_large"]));
-      if (with_transformer) {
-        const double tgb = static_cast<double>(h5dcp_bench::transformer_bytes(args.transformer)) / 1e9;
-        std::printf("transformer (%s; %d tensors, %.3f GB):\n", h5dcp_bench::describe(args.transformer).c_str(),
-                    h5dcp_bench::transformer_tensor_count(args.transformer), tgb);
-        row("  save", median(t["transformer_save"]), tgb);
-        row("  load", median(t["transformer_load"]), tgb);
-        if (cold) row("  load, cold", median(t["transformer_load_cold"]), tgb);
-        if (cold) row("  load, cold, no read-ahead hints", median(t["transformer_load_cold_no_readahead"]), tgb);
+      if (!args.raw_only && !args.async_only) row("h5dcp save", median(t["save"]), gb);
+      if (args.async_only) row("h5dcp async save (total)", median(t["async_total"]), gb);
+      if (measure_memory) {
+        row("h5dcp load", median(t["load"]), gb);
+        row("h5dcp resharded load", median(t["reshard"]), gb);
+        row("POSIX read (pread 16 MiB)", median(t["posix_read"]), gb);
+        if (cold) {
+          row("h5dcp load, cold", median(t["load_cold"]), gb);
+          row("h5dcp resharded load, cold", median(t["reshard_cold"]), gb);
+          row("  cold, no read-ahead hints", median(t["load_cold_no_readahead"]), gb);
+          row("POSIX read, cold", median(t["posix_read_cold"]), gb);
+        }
+        row("h5dcp async save (total)", median(t["async_total"]), gb);
+        std::printf("%-28s %10.3f %10s %13.1f%%  of the sync save\n", "h5dcp async save (blocking)",
+                    median(t["async_blocking"]), "", 100 * median(t["async_blocking"]) / median(t["save"]));
+        std::printf("%-28s %10.3f %10.3f %13.1f%%  of the sync save (the floor)\n", "memory copy of the shards",
+                    median(t["staging_copy"]), gb / median(t["staging_copy"]),
+                    100 * median(t["staging_copy"]) / median(t["save"]));
+        std::printf("%-28s %10.3f %10.3f %14s\n", "async, staged in background", median(t["staged_total"]),
+                    gb / median(t["staged_total"]), "(total)");
+        std::printf(
+            "%-28s %10.4f %10s %13.2f%%  of the sync save (call %.4f s + wait %.4f s after %.3f s of compute)\n",
+            "  training waited", median(t["staged_training_waited"]), "",
+            100 * median(t["staged_training_waited"]) / median(t["save"]), median(t["staged_blocking"]),
+            median(t["staged_wait"]), median(t["staged_compute"]));
+        std::printf("%-28s %10.3f %10.3f %14s\n", (std::to_string(args.small_count) + " small tensors save").c_str(),
+                    median(t["small"]), small_gb / median(t["small"]), "");
+        std::printf("%-28s %10.3f %10.3f\n", "  loaded on every rank", median(t["small_load"]),
+                    size_ * small_gb / median(t["small_load"]));
+        if (cold)
+          std::printf("%-28s %10.3f %10.3f\n", "  loaded, cold", median(t["small_load_cold"]),
+                      size_ * small_gb / median(t["small_load_cold"]));
+        std::printf("%-28s %10.3f %10.3f %13.2fx  small / large\n", "same bytes in 4 tensors",
+                    median(t["small_as_large"]), small_gb / median(t["small_as_large"]),
+                    median(t["small"]) / median(t["small_as_large"]));
+        for (const auto& [key, name] :
+             {std::pair<std::string, const char*>{"small_hdf5_bare", "HDF5 alone, no attributes"},
+              {"small_hdf5_attrs", "HDF5 alone, 7 attributes"}})
+          std::printf("%-28s %10.3f %10.3f %13.2fx  / large (the floor)\n", name, median(t[key]),
+                      small_gb / median(t[key]), median(t[key]) / median(t["small_as_large"]));
+        if (with_transformer) {
+          const double tgb = static_cast<double>(h5dcp_bench::transformer_bytes(args.transformer)) / 1e9;
+          std::printf("transformer (%s; %d tensors, %.3f GB):\n", h5dcp_bench::describe(args.transformer).c_str(),
+                      h5dcp_bench::transformer_tensor_count(args.transformer), tgb);
+          row("  save", median(t["transformer_save"]), tgb);
+          row("  load", median(t["transformer_load"]), tgb);
+          if (cold) row("  load, cold", median(t["transformer_load_cold"]), tgb);
+          if (cold) row("  load, cold, no read-ahead hints", median(t["transformer_load_cold_no_readahead"]), tgb);
+        }
+        std::printf(
+            "memory a save adds per rank: sync %.1f MB, async %.1f MB (shard %.1f MB, staging %.1f MB held "
+            "already)\n",
+            sync_added / 1e6, async_added / 1e6, per_rank_bytes / 1e6,
+            h5dcp::last_async_save_stats().staging_bytes / 1e6);
+        std::printf("memory a load adds per rank: same sharding %.1f MB, resharded %.1f MB (targets %.1f MB held)\n",
+                    load_added / 1e6, reshard_added / 1e6, per_rank_bytes / 1e6);
       }
-      std::printf(
-          "memory a save adds per rank: sync %.1f MB, async %.1f MB (shard %.1f MB, staging %.1f MB held "
-          "already)\n",
-          sync_added / 1e6, async_added / 1e6, per_rank_bytes / 1e6,
-          h5dcp::last_async_save_stats().staging_bytes / 1e6);
-      std::printf("memory a load adds per rank: same sharding %.1f MB, resharded %.1f MB (targets %.1f MB held)\n",
-                  load_added / 1e6, reshard_added / 1e6, per_rank_bytes / 1e6);
     }
     if (!args.json.empty()) {
       std::ofstream out(args.json);

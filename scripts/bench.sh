@@ -15,7 +15,9 @@
 # Loads are timed warm and, as root, cold (the page cache dropped just before).
 # Knobs (environment): GIB (1), REPS (5), RANKS (2), BENCH_DIR (/tmp/h5dcp-bench),
 # COLD=0 for warm loads only, DCP_THREADS (auto: the peer's FileSystemWriter
-# thread_count, tried 1, 2, 4).
+# thread_count, tried 1, 2, 4), AB_ROUNDS (3) and AB_REPS (2): the transformer
+# case run by h5dcp-bench and the peer alternately, AB_ROUNDS times each with
+# AB_REPS timed repetitions after a warm-up (the report's transformer figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GIB=${GIB:-1}
@@ -23,6 +25,8 @@ REPS=${REPS:-5}
 RANKS=${RANKS:-2}
 DIR=${BENCH_DIR:-/tmp/h5dcp-bench}
 DCP_THREADS=${DCP_THREADS:-auto}
+AB_ROUNDS=${AB_ROUNDS:-3}
+AB_REPS=${AB_REPS:-2}
 cold=()
 [ "${COLD:-1}" = 0 ] && cold=(--no-cold)
 
@@ -62,6 +66,20 @@ OMPI_MCA_io=ompio mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --r
 echo "== peer: PyTorch DCP (scripts/dcp_peer_bench.py), $REPS reps after one warm-up"
 mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --dir "$DIR/dcp" --gib "$GIB" --reps "$REPS" \
   --threads "$DCP_THREADS" --json "$out/dcp.json" "${cold[@]}" || status=1
+# The transformer case once more, h5dcp-bench and the peer alternately, so that
+# both meet the disk in the same state (in the runs above each side's
+# transformer case follows its own 1 GiB cases; this disk's speed for
+# gigabytes written right after others varies more than the two differ).
+echo "== the transformer case, h5dcp-bench and the peer alternately ($AB_ROUNDS rounds of $AB_REPS reps)"
+mkdir -p "$out/ab"
+threads=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["thread_count"])' "$out/dcp.json" 2>/dev/null ||
+  echo 2)
+for round in $(seq "$AB_ROUNDS"); do
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --transformer-only --gib 0.01 --small-count 0 \
+    --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/h5dcp-$round.json" "${cold[@]}" | tail -4 || status=1
+  mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" \
+    --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/dcp-$round.json" "${cold[@]}" | grep transformer || status=1
+done
 echo "== torch.save of the whole state from one process"
 "$py" scripts/torch_save_bench.py "$DIR/torch.pt" "$GIB" "$REPS" | tee "$out/torch_save.json" || status=1
 "$py" scripts/performance_report.py "$out" docs/PERFORMANCE.md docs/performance.png

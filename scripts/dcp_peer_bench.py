@@ -80,6 +80,8 @@ parser.add_argument("--small-kib", type=int, default=16)
 parser.add_argument("--transformer-layers", type=int, default=24, help="0: no transformer case")
 parser.add_argument("--transformer-hidden", type=int, default=1024)
 parser.add_argument("--transformer-vocab", type=int, default=16384)
+parser.add_argument("--transformer-only", action="store_true",
+                    help="only the transformer case (bench.sh alternates it with h5dcp-bench's)")
 parser.add_argument("--port", default=os.environ.get("MASTER_PORT", "29517"))
 parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the tensors live")
 args = parser.parse_args()
@@ -310,10 +312,11 @@ def save_then_load(name, state_dict, path, make_target, check_target, keep):
         target = None
 
 
-cases = ["save", "load", "reshard", "async_blocking", "async_total"] + (["async_staged"] if on_gpu else [])
-if cold:
+cases = [] if args.transformer_only else \
+    ["save", "load", "reshard", "async_blocking", "async_total"] + (["async_staged"] if on_gpu else [])
+if cold and not args.transformer_only:
     cases += ["load_cold", "reshard_cold"]
-if args.small_count:
+if args.small_count and not args.transformer_only:
     cases += ["small_save", "small_load"] + (["small_load_cold"] if cold else [])
 transformer = transformer_state(True) if args.transformer_layers else None
 transformer_path = os.path.join(args.dir, "dcp-transformer")
@@ -324,6 +327,10 @@ ok = {c: True for c in cases}
 gpu_staging, gpu_staging_error = ("background" if on_gpu else None), None
 for rep in range(1 + args.reps):
     keep = rep > 0  # repetition 0 is the untimed warm-up
+    if args.transformer_only:
+        save_then_load("transformer", transformer, transformer_path, transformer_state, transformer_check, keep)
+        settle(transformer_path)
+        continue
 
     settle(save_path)
     t = timed(lambda: dcp.save(saved, storage_writer=writer(save_path, threads)))
@@ -410,7 +417,8 @@ for rep in range(1 + args.reps):
             seconds["async_staged"].append(staged)
 
 async_stager.close()
-on_disk = sum(os.path.getsize(os.path.join(save_path, f)) for f in os.listdir(save_path)) if rank == 0 else 0
+on_disk = sum(os.path.getsize(os.path.join(save_path, f)) for f in os.listdir(save_path)) \
+    if rank == 0 and os.path.isdir(save_path) else 0
 settle(save_path)
 settle(async_path)
 settle(small_path)

@@ -108,6 +108,42 @@ if peer:
 else:
     PEER, pc, p_med, p_ok, same_data = "PyTorch DCP", {}, {}, {}, True
 ts_ok = bool(ts and ts.get("ok"))
+
+# The transformer case run alternately by both sides (bench.sh's ab/: rounds
+# of h5dcp-bench --transformer-only and the peer's --transformer-only): where
+# present, its medians over every round replace the main runs' transformer
+# figures, which stay in the prose (main_tf_h, main_tf_p).
+TF_KEYS = ("transformer_save", "transformer_load", "transformer_load_cold", "transformer_load_cold_no_readahead")
+main_tf_h = {k: s[k] for k in TF_KEYS if k in s}
+main_tf_p = {k: p_med[k] for k in TF_KEYS if k in p_med}
+ab_rounds = 0
+ab_h, ab_p = [], []
+while True:
+    hj, pj = load_json(f"ab/h5dcp-{ab_rounds + 1}.json"), load_json(f"ab/dcp-{ab_rounds + 1}.json")
+    if not hj or not pj:
+        break
+    ab_h.append(hj)
+    ab_p.append(pj)
+    ab_rounds += 1
+ab_samples = {}
+if ab_rounds:
+    # h5dcp-bench's JSON holds per-round medians; each round's reps are few,
+    # so the median over rounds of those stands for its repetitions.
+    for k in TF_KEYS:
+        values = [j["median_seconds"][k] for j in ab_h if k in j["median_seconds"]]
+        if values:
+            s[k] = statistics.median(values)
+            ab_samples[k] = values
+    h_ok = h_ok and all(j.get("correct") for j in ab_h)
+    if peer:
+        for k in TF_KEYS:
+            values = [t for j in ab_p for t in j["cases"].get(k, {}).get("seconds", [])]
+            if values:
+                p_med[k] = statistics.median(values)
+                pc[k] = {"seconds": values, "ok": all(j["cases"][k]["ok"] for j in ab_p if k in j["cases"]),
+                         "bytes": ab_p[0]["cases"][k]["bytes"]}
+                p_ok[k] = pc[k]["ok"]
+ab_reps = ab_h[0].get("reps") if ab_rounds else None
 tensors = layout.get("tensors") or (peer or {}).get("tensors")
 few = f"{tensors} tensors" if tensors else "the large-tensor layout"
 small_name = f"{small_count:,} tensors of {small_kib:g} KiB" if small_count else "many small tensors"
@@ -570,6 +606,17 @@ def transformer_text():
     if "transformer_save" in p_med and tf_same:
         text += (f"; {PEER} in {p_med['transformer_save']:.3f} s and {p_med['transformer_load']:.3f} s"
                  + (f" ({p_med['transformer_load_cold']:.3f} s cold)" if "transformer_load_cold" in p_med else ""))
+    if ab_rounds:
+        text += (f". These are medians over {plural(ab_rounds, 'round')} in which h5dcp-bench and the peer ran this"
+                 f" case alternately ({plural(ab_reps, 'timed repetition')} each after a warm-up), so that both"
+                 " meet the disk in the same state; the rounds' saves took "
+                 f"{spread(ab_samples.get('transformer_save', []))} s (h5dcp) and "
+                 f"{spread(pc.get('transformer_save', {}).get('seconds', []))} s ({PEER})")
+        if "transformer_save" in main_tf_h and "transformer_save" in main_tf_p:
+            text += (f". In the main runs, where each side's transformer case follows its own 1 GiB cases, the"
+                     f" save took {main_tf_h['transformer_save']:.3f} s (h5dcp) and"
+                     f" {main_tf_p['transformer_save']:.3f} s ({PEER}): gigabytes written right after others"
+                     " meet this disk at a speed that varies from case to case more than the two sides differ")
     return text + (". Each rank's blocks of a sharded tensor lie in the shared file with the other ranks'"
                    " between them, so every read is a jump that restarts the kernel's readahead; a load"
                    " announces its reads to `storage/read_ahead` (posix_fadvise WILLNEED, a window of"
