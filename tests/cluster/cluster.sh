@@ -5,6 +5,8 @@
 #   cluster.sh down DIR        stop it and remove everything `up` created
 #   cluster.sh exec DIR NODE CMD...   run CMD on node NODE (h5n1, h5n2, ...)
 #   cluster.sh env DIR         print `export SLURM_CONF=...` etc. for eval
+#   cluster.sh kill-node DIR NODE     NODE dies: its link down, all its processes killed
+#   cluster.sh revive-node DIR NODE   NODE back: its link up, a fresh slurmd
 #
 # Each node is a network namespace (its own lo and eth0, nothing else) and
 # a UTS namespace (its own hostname, h5n1..h5nK), kept alive by bind mounts
@@ -45,7 +47,7 @@ die() {
   echo "cluster.sh: $*" >&2
   exit 1
 }
-usage() { die "usage: cluster.sh up DIR | down DIR | exec DIR NODE CMD... | env DIR"; }
+usage() { die "usage: cluster.sh up DIR | down DIR | exec DIR NODE CMD... | env DIR | kill-node DIR NODE | revive-node DIR NODE"; }
 
 # --- small helpers --------------------------------------------------------------
 ip2int() {
@@ -156,6 +158,17 @@ load_env() {
 record() {
   echo "$2" >"$dir/pid/$1.pid"
   echo "$2" >"$registry_root/$H5DCP_CLUSTER_ID/pid/$1.pid"
+}
+
+# start_slurmd K: node h5nK's slurmd, in its namespaces ($dir, $id, $SLURM_CONF set).
+start_slurmd() {
+  local k=$1
+  # nsenter execs slurmd ($! is its pid). Not `ip netns exec`: that also
+  # mounts a fresh /sys, without /sys/fs/cgroup, and slurmd then refuses
+  # to start ("Unable to initialize cgroup plugin").
+  setsid nsenter --net="/run/netns/$id-h5n$k" --uts="$registry_root/$id/h5n$k.uts" \
+    slurmd -D -N "h5n$k" -f "$SLURM_CONF" </dev/null >>"$dir/log/slurmd.h5n$k.out" 2>&1 &
+  record "slurmd.h5n$k" $!
 }
 
 # --- down -------------------------------------------------------------------------
@@ -338,6 +351,9 @@ JobCompLoc=$dir/log/jobcomp.txt
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
+# SIGKILL 5 s after a job's SIGTERM (default 30): the ranks that survive a
+# node's death may wait in MPI for it until then.
+KillWait=5
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 # Each node's own "local" temporary directory: srun --mpi=pmix's plugin makes
@@ -372,14 +388,7 @@ EOF
   export SLURM_CONF=$dir/slurm.conf
   setsid slurmctld -D -f "$SLURM_CONF" </dev/null >"$dir/log/slurmctld.out" 2>&1 &
   record slurmctld $!
-  for k in $(seq "$nodes"); do
-    # nsenter execs slurmd ($! is its pid). Not `ip netns exec`: that also
-    # mounts a fresh /sys, without /sys/fs/cgroup, and slurmd then refuses
-    # to start ("Unable to initialize cgroup plugin").
-    setsid nsenter --net="/run/netns/$id-h5n$k" --uts="$registry_root/$id/h5n$k.uts" \
-      slurmd -D -N "h5n$k" -f "$SLURM_CONF" </dev/null >"$dir/log/slurmd.h5n$k.out" 2>&1 &
-    record "slurmd.h5n$k" $!
-  done
+  for k in $(seq "$nodes"); do start_slurmd "$k"; done
   local deadline=$(($(date +%s) + wait_s)) idle=0
   while [ "$(date +%s)" -lt "$deadline" ]; do
     idle=$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)
@@ -398,6 +407,45 @@ EOF
   up_done=1
   echo "cluster.sh: $id up: $nodes nodes h5n1..h5n$nodes on $subnet.0/24 (bridge $id-br, slurmctld $subnet.1:$port)"
   echo "cluster.sh: export SLURM_CONF=$SLURM_CONF"
+}
+
+# --- a node fails, and comes back ----------------------------------------------------
+# kill-node: as when a node loses power: its link goes down first (its peers
+# get no FIN or RST, only silence, as from a dead machine), then every
+# process in its network namespace (slurmd, slurmstepd, the job's tasks) gets
+# SIGKILL; slurmctld is not told (a test sets the node DOWN, or waits for
+# SlurmdTimeout).
+node_of_arg() {
+  dir=$(cd "$1" && pwd)
+  load_env "$dir" || die "no cluster in $dir"
+  id=$H5DCP_CLUSTER_ID
+  [[ $2 =~ ^h5n([0-9]+)$ ]] && [ -e "$registry_root/$id/$2.uts" ] || die "no node $2"
+  k=${BASH_REMATCH[1]}
+}
+cmd_kill_node() {
+  local dir id k pids
+  node_of_arg "$1" "$2"
+  ip link set "$id-h$k" down
+  for _ in $(seq 50); do
+    pids=$(ip netns pids "$id-h5n$k")
+    [ -n "$pids" ] || break
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.1
+  done
+  [ -z "$(ip netns pids "$id-h5n$k")" ] || die "processes left on $2 after SIGKILL: $(ip netns pids "$id-h5n$k" | tr '\n' ' ')"
+  echo "cluster.sh: $2 killed (link down, every process of it killed)"
+}
+# revive-node: the link up and a fresh slurmd; with ReturnToService=2 the
+# node returns to service when that slurmd registers.
+cmd_revive_node() {
+  local dir id k
+  node_of_arg "$1" "$2"
+  [ -z "$(ip netns pids "$id-h5n$k")" ] || die "$2 still runs processes: kill-node it first"
+  ip link set "$id-h$k" up
+  export SLURM_CONF=$dir/slurm.conf
+  start_slurmd "$k"
+  echo "cluster.sh: $2 revived (slurmd $(cat "$dir/pid/slurmd.$2.pid"))"
 }
 
 # --- exec / env -------------------------------------------------------------------
@@ -423,6 +471,8 @@ case $1 in
   up) cmd_up "$2" ;;
   down) cmd_down "$2" ;;
   exec) [ $# -ge 4 ] || usage; shift; cmd_exec "$@" ;;
+  kill-node) [ $# -eq 3 ] || usage; cmd_kill_node "$2" "$3" ;;
+  revive-node) [ $# -eq 3 ] || usage; cmd_revive_node "$2" "$3" ;;
   env) cmd_env "$2" ;;
   *) usage ;;
 esac

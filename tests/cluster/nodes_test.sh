@@ -24,40 +24,10 @@
 #   nodes_test.sh NODE_PROBE
 set -euo pipefail
 probe=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-here=$(cd "$(dirname "$0")" && pwd)
-cluster=$here/cluster.sh
+. "$(dirname "$0")/lib.sh"
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-start=$(date +%s)
-elapsed() { echo "$(($(date +%s) - start))s"; }
-# One deadline for every wait below (H5DCP_SLURM_BUDGET seconds, set by CTest
-# below its TIMEOUT): the test fails with its own message, and tears the
-# cluster down, before CTest would kill it.
-budget=${H5DCP_SLURM_BUDGET:-120}
-deadline=$((start + budget))
-left() { # seconds to the deadline, at least 1 (for timeout)
-  local s=$((deadline - $(date +%s)))
-  echo $((s > 0 ? s : 1))
-}
-wait_for() {
-  while [ "$(date +%s)" -lt "$deadline" ]; do
-    "$@" && return 0
-    sleep 0.2
-  done
-  "$@"
-}
-
-[ "$(id -u)" -eq 0 ] || fail "this test creates network namespaces, veths and a bridge and starts munged, slurmctld and slurmd: it needs root"
+cluster_test_needs mpiexec
 [ -x "$probe" ] || fail "$probe is missing (build the h5dcp_node_probe target)"
-for tool in ip unshare nsenter mpiexec; do command -v "$tool" >/dev/null || fail "$tool is missing"; done
-if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ]; then
-  echo "installing slurm-wlm and munge"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null ||
-    fail "slurm-wlm and munge are not installed and could not be installed"
-fi
 
 tmp=$(mktemp -d /tmp/h5dcp-cluster.XXXXXX)
 teardown() {

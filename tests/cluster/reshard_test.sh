@@ -18,46 +18,11 @@
 #   reshard_test.sh RESHARD_MATRIX
 set -euo pipefail
 matrix=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-here=$(cd "$(dirname "$0")" && pwd)
-cluster=$here/cluster.sh
+. "$(dirname "$0")/lib.sh"
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-start=$(date +%s)
-elapsed() { echo "$(($(date +%s) - start))s"; }
-# One deadline for every wait (H5DCP_SLURM_BUDGET seconds, below CTest's TIMEOUT).
-budget=${H5DCP_SLURM_BUDGET:-120}
-deadline=$((start + budget))
-left() {
-  local s=$((deadline - $(date +%s)))
-  echo $((s > 0 ? s : 1))
-}
-
-[ "$(id -u)" -eq 0 ] || fail "this test creates network namespaces, veths and a bridge and starts munged, slurmctld and slurmd: it needs root"
+cluster_test_needs
 [ -x "$matrix" ] || fail "$matrix is missing (build the h5dcp_reshard_matrix target)"
-for tool in ip unshare nsenter; do command -v "$tool" >/dev/null || fail "$tool is missing"; done
-if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ]; then
-  echo "installing slurm-wlm and munge"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null ||
-    fail "slurm-wlm and munge are not installed and could not be installed"
-fi
-
-tmp=$(mktemp -d /tmp/h5dcp-cluster-reshard.XXXXXX)
-teardown() {
-  set +e
-  "$cluster" down "$tmp/c" >/dev/null 2>&1
-  if [ -n "${H5DCP_KEEP_SLURM_DIR:-}" ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
-}
-trap teardown EXIT
-trap 'fail "interrupted"' INT TERM
-
-H5DCP_CLUSTER_LIFETIME=$(($(left) + 60)) H5DCP_CLUSTER_WAIT=$(left) "$cluster" up "$tmp/c" ||
-  fail "cluster.sh up failed (at $(elapsed))"
-eval "$("$cluster" env "$tmp/c")"
-id=$H5DCP_CLUSTER_ID
-echo "up at $(elapsed)"
+cluster_test_up reshard
 
 # The MPI tests' environment (H5DCP_MPI_TEST_ENVIRONMENT: ROMIO, root, 4
 # ranks on 2 cores), exported to the tasks by srun.
@@ -103,8 +68,4 @@ where=$(placement load "$tmp/load.out")
 [[ $where =~ ^h5n1:\ [0-2]\ \|\ h5n2:\ [0-2]\ \|\ h5n3:\ [0-2]$ ]] && [ "$(tr -dc '0-9' <<<"${where//h5n[1-3]/}" | fold -w1 | sort | tr -d '\n')" = 012 ] ||
   fail "the load's ranks were placed '$where', not ranks 0 1 2 on h5n1 h5n2 h5n3"
 echo "ok: load at 3 ranks on 3 nodes ($where) in ${t_load}s: 5 files x 5 shardings, every value bit for bit"
-cd /
-
-"$cluster" down "$tmp/c" >/dev/null || fail "cluster.sh down failed"
-if ip netns list | grep -q "^$id-"; then fail "cluster.sh down left namespaces of $id"; fi
-echo "PASS in $(elapsed)"
+cluster_test_down

@@ -33,61 +33,20 @@ timeout_s=${3:-10}
 pause=4
 slack=5
 mib=4
-here=$(cd "$(dirname "$0")" && pwd)
-cluster=$here/cluster.sh
+. "$(dirname "$0")/lib.sh"
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-start=$(date +%s)
-elapsed() { echo "$(($(date +%s) - start))s"; }
-# One deadline for every wait (H5DCP_SLURM_BUDGET seconds, below CTest's TIMEOUT).
-budget=${H5DCP_SLURM_BUDGET:-120}
-deadline=$((start + budget))
-left() {
-  local s=$((deadline - $(date +%s)))
-  echo $((s > 0 ? s : 1))
-}
-wait_for() {
-  while [ "$(date +%s)" -lt "$deadline" ]; do
-    "$@" && return 0
-    sleep 0.1
-  done
-  "$@"
-}
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-
-[ "$(id -u)" -eq 0 ] || fail "this test creates network namespaces, veths and a bridge and starts munged, slurmctld and slurmd: it needs root"
+cluster_test_needs
 [ -x "$trial" ] || fail "$trial is missing (build the h5dcp_fault_trial target)"
 [ -x "$cli" ] || fail "$cli is missing (build the h5dcp-cli target)"
 [[ $timeout_s =~ ^[0-9]+$ ]] && [ "$timeout_s" -gt "$pause" ] || fail "TIMEOUT must be whole seconds above the pause ($pause s)"
-for tool in ip unshare nsenter; do command -v "$tool" >/dev/null || fail "$tool is missing"; done
-if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ]; then
-  echo "installing slurm-wlm and munge"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null ||
-    fail "slurm-wlm and munge are not installed and could not be installed"
-fi
-
-tmp=$(mktemp -d /tmp/h5dcp-cluster-stall.XXXXXX)
 srun_pid=""
 stopped=""
-teardown() {
-  set +e
+cluster_test_cleanup() {
+  # shellcheck disable=SC2086
   [ -z "$stopped" ] || kill -CONT $stopped 2>/dev/null
   [ -z "$srun_pid" ] || kill -KILL "$srun_pid" 2>/dev/null
-  "$cluster" down "$tmp/c" >/dev/null 2>&1
-  if [ -n "${H5DCP_KEEP_SLURM_DIR:-}" ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
 }
-trap teardown EXIT
-trap 'fail "interrupted"' INT TERM
-
-H5DCP_CLUSTER_LIFETIME=$(($(left) + 60)) H5DCP_CLUSTER_WAIT=$(left) "$cluster" up "$tmp/c" ||
-  fail "cluster.sh up failed (at $(elapsed))"
-eval "$("$cluster" env "$tmp/c")"
-id=$H5DCP_CLUSTER_ID
-echo "up at $(elapsed)"
+cluster_test_up stall
 
 # The MPI tests' environment (ROMIO, root, 4 ranks on 2 cores); H5DCP_TRACE
 # prints "[h5dcp trace] rank R STEP ..." when a rank's work in a step is
@@ -186,8 +145,4 @@ timeout -k 5 "$(left)" "$trial" check "$PWD/stall" "$mib" >"$tmp/check.out" 2>&1
 cat "$tmp/check.out"
 grep -q '^{"generation": 1, "error": null,' "$tmp/check.out" || fail "the path does not hold exactly generation 1"
 echo "ok: stall/ckpt.h5 still holds generation 1: h5dcp verify passes and it loads as exactly generation 1"
-cd /
-
-"$cluster" down "$tmp/c" >/dev/null || fail "cluster.sh down failed"
-if ip netns list | grep -q "^$id-"; then fail "cluster.sh down left namespaces of $id"; fi
-echo "PASS in $(elapsed)"
+cluster_test_down

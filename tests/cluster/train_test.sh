@@ -30,55 +30,13 @@ reference=$3
 shift 3
 launchers=("$@")
 [ ${#launchers[@]} -gt 0 ] || launchers=(srun mpiexec)
-here=$(cd "$(dirname "$0")" && pwd)
-cluster=$here/cluster.sh
+. "$(dirname "$0")/lib.sh"
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-start=$(date +%s)
-elapsed() { echo "$(($(date +%s) - start))s"; }
-# One deadline for every wait (H5DCP_SLURM_BUDGET seconds, below CTest's TIMEOUT).
-budget=${H5DCP_SLURM_BUDGET:-200}
-deadline=$((start + budget))
-left() {
-  local s=$((deadline - $(date +%s)))
-  echo $((s > 0 ? s : 1))
-}
-wait_for() {
-  while [ "$(date +%s)" -lt "$deadline" ]; do
-    "$@" && return 0
-    sleep 0.2
-  done
-  "$@"
-}
-
-[ "$(id -u)" -eq 0 ] || fail "this test creates network namespaces, veths and a bridge and starts munged, slurmctld and slurmd: it needs root"
+cluster_test_needs mpiexec
 [ -x "$build/apps/h5dcp-train" ] || fail "$build/apps/h5dcp-train is missing (build the h5dcp-train target)"
 [ -s "$reference" ] || fail "$reference is missing (the train.reference test writes it)"
 for l in "${launchers[@]}"; do [ "$l" = srun ] || [ "$l" = mpiexec ] || fail "unknown launcher $l (srun or mpiexec)"; done
-for tool in ip unshare nsenter mpiexec; do command -v "$tool" >/dev/null || fail "$tool is missing"; done
-if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ]; then
-  echo "installing slurm-wlm and munge"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null ||
-    fail "slurm-wlm and munge are not installed and could not be installed"
-fi
-
-tmp=$(mktemp -d /tmp/h5dcp-cluster-train.XXXXXX)
-teardown() {
-  set +e
-  "$cluster" down "$tmp/c" >/dev/null 2>&1
-  if [ -n "${H5DCP_KEEP_SLURM_DIR:-}" ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
-}
-trap teardown EXIT
-trap 'fail "interrupted"' INT TERM
-
-H5DCP_CLUSTER_LIFETIME=$(($(left) + 60)) H5DCP_CLUSTER_WAIT=$(left) "$cluster" up "$tmp/c" ||
-  fail "cluster.sh up failed (at $(elapsed))"
-eval "$("$cluster" env "$tmp/c")"
-id=$H5DCP_CLUSTER_ID
-echo "up at $(elapsed)"
+cluster_test_up train
 
 # The job's environment (sbatch --export=ALL): the test machine's OpenMPI
 # settings (4 ranks on 2 cores: yield when idle; root), nothing about nodes:
@@ -87,7 +45,6 @@ echo "up at $(elapsed)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 # The device-count override for tests without a GPU (see the header).
 export H5DCP_TEST_CUDA_DEVICE_COUNT=2
-shared=$tmp/c/shared
 
 # check_devices HOW OUTPUT: the rank -> device lines.
 check_devices() {
@@ -145,6 +102,4 @@ for how in "${launchers[@]}"; do
   check_devices "$how" "$out"
 done
 
-"$cluster" down "$tmp/c" >/dev/null || fail "cluster.sh down failed"
-if ip netns list | grep -q "^$id-"; then fail "cluster.sh down left namespaces of $id"; fi
-echo "PASS in $(elapsed)"
+cluster_test_down

@@ -1,0 +1,79 @@
+# The cluster tests' common part (sourced, not run): one deadline for every
+# wait, the checks of what a test needs, and a cluster of cluster.sh in a
+# temporary directory that goes down however the test ends.
+#
+#   . "$(dirname "$0")/lib.sh"
+#   cluster_test_needs "what it is for" TOOL...   root, the tools, Slurm and munge
+#   cluster_test_up NAME          $tmp (a fresh directory), $tmp/c the cluster,
+#                                 its environment exported ($id, $SLURM_CONF, $shared)
+#   cluster_test_down             down, no namespace left, "PASS in Ns"
+# A test may define cluster_test_cleanup (run first on exit, under set +e).
+# H5DCP_SLURM_BUDGET (seconds, set by CTest below its TIMEOUT) is the budget
+# of every wait: the test fails with its own message and tears the cluster
+# down before CTest would kill it (after a kill the cluster's watchdog does).
+# H5DCP_KEEP_SLURM_DIR=1 keeps $tmp (logs, job outputs).
+
+cluster=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cluster.sh
+
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+start=$(date +%s)
+elapsed() { echo "$(($(date +%s) - start))s"; }
+budget=${H5DCP_SLURM_BUDGET:-120}
+deadline=$((start + budget))
+# Seconds to the deadline, at least 1 (for timeout).
+left() {
+  local s=$((deadline - $(date +%s)))
+  echo $((s > 0 ? s : 1))
+}
+# wait_for CMD...: polls CMD every 0.2 s until it succeeds (0) or the deadline passes (1).
+wait_for() {
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    "$@" && return 0
+    sleep 0.2
+  done
+  "$@"
+}
+now() { date +%s.%N; }
+# Seconds since a `now`, to 0.1 s.
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+cluster_test_needs() {
+  [ "$(id -u)" -eq 0 ] ||
+    fail "this test creates network namespaces, veths and a bridge and starts munged, slurmctld and slurmd: it needs root"
+  local tool
+  for tool in ip unshare nsenter "$@"; do command -v "$tool" >/dev/null || fail "$tool is missing"; done
+  if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ]; then
+    echo "installing slurm-wlm and munge"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null ||
+      fail "slurm-wlm and munge are not installed and could not be installed"
+  fi
+}
+
+cluster_test_teardown() {
+  set +e
+  if declare -F cluster_test_cleanup >/dev/null; then cluster_test_cleanup; fi
+  "$cluster" down "$tmp/c" >/dev/null 2>&1
+  if [ -n "${H5DCP_KEEP_SLURM_DIR:-}" ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
+}
+
+cluster_test_up() {
+  tmp=$(mktemp -d "/tmp/h5dcp-cluster-$1.XXXXXX")
+  trap cluster_test_teardown EXIT
+  trap 'fail "interrupted"' INT TERM
+  H5DCP_CLUSTER_LIFETIME=$(($(left) + 60)) H5DCP_CLUSTER_WAIT=$(left) "$cluster" up "$tmp/c" ||
+    fail "cluster.sh up failed (at $(elapsed))"
+  eval "$("$cluster" env "$tmp/c")"
+  id=$H5DCP_CLUSTER_ID
+  shared=$tmp/c/shared
+  echo "up at $(elapsed)"
+}
+
+cluster_test_down() {
+  cd /
+  "$cluster" down "$tmp/c" >/dev/null || fail "cluster.sh down failed"
+  if ip netns list | grep -q "^$id-"; then fail "cluster.sh down left namespaces of $id"; fi
+  echo "PASS in $(elapsed)"
+}
