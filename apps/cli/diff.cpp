@@ -104,6 +104,11 @@ std::unique_ptr<Side> open_side(const std::string& path) {
     case FileKind::Hdf5: return std::make_unique<CheckpointSide>(path);
     case FileKind::TorchSave:
     case FileKind::LegacyTorchSave: return std::make_unique<TorchSaveSide>(path);
+    case FileKind::Safetensors:
+      throw std::runtime_error("'" + path +
+                               "' is a safetensors file: diff compares h5dcp checkpoints and torch.save files; "
+                               "convert it first (h5dcp convert " +
+                               path + " OUT.h5)");
     case FileKind::Other: break;
   }
   throw std::runtime_error("'" + path + "' is neither an h5dcp checkpoint nor a torch.save file");
