@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <fstream>
 #include <iterator>
@@ -71,6 +72,17 @@ TEST(Integrity, AFlippedDataByteIsCaughtOnEveryKindOfLoad) {
 
   // A byte in row 250 (in the last rows, whoever saved them).
   flip_byte(path, data_offset(path, "/model/w", (250 * 1100 + 7) * 4 + 1));
+  // Every load names the slab holding it: slabs of 1 MiB (238 rows) from the
+  // start of the saved chunk holding row 250 (test::grid_shards' uneven cuts
+  // of the 300 rows). At 1 rank the chunk has two slabs and the damage is in
+  // the second, which a same-sharding load reads into place after checking
+  // the first.
+  const auto cuts = test::uneven_cuts(300, size);
+  const std::int64_t chunk_start = *std::prev(std::upper_bound(cuts.begin(), cuts.end(), std::int64_t{250}));
+  const std::int64_t chunk_end = *std::upper_bound(cuts.begin(), cuts.end(), std::int64_t{250});
+  const std::int64_t slab_start = chunk_start + (250 - chunk_start) / 238 * 238;
+  const std::int64_t slab_end = std::min(slab_start + 238, chunk_end);
+  const std::string damaged_slab = "slab [" + std::to_string(slab_start) + ":" + std::to_string(slab_end) + ", 0:1100]";
   for (const auto& layout : {"same", "columns", "whole"}) {
     StateDict target;
     if (std::string(layout) == "same")
@@ -83,6 +95,7 @@ TEST(Integrity, AFlippedDataByteIsCaughtOnEveryKindOfLoad) {
     const auto message = checkpoint_error([&] { load(target, path); });
     EXPECT_NE(message.find("checksum mismatch in 'model/w'"), std::string::npos) << layout << ": " << message;
     EXPECT_NE(message.find("the checkpoint is damaged"), std::string::npos) << message;
+    EXPECT_NE(message.find(damaged_slab), std::string::npos) << layout << ": " << message;
   }
   // Without verification the damage goes through: the flip was real.
   StateDict blind{{"model", StateDict{{"w", at::zeros(kShape)}}}};

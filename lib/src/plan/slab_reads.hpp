@@ -25,8 +25,9 @@ struct SlabRead {
 
 struct SlabReadPlan {
   /// The block is one whole saved chunk and the destination takes the
-  /// stored bytes as they are: read the chunk straight into it, then check
-  /// each slab where it lies (slabs are in order, each part == its slab).
+  /// stored bytes as they are: read the chunk straight into it, a few slabs
+  /// at a time, checking each where it lies (slabs are in order, each part ==
+  /// its slab).
   bool in_place = false;
   std::vector<SlabRead> slabs;  ///< the slabs to read (or check), in order
   std::int64_t covered = 0;     ///< elements of the block the parts fill
