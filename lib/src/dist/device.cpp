@@ -34,8 +34,11 @@ DeviceAssignment assign_device(MPI_Comm comm) {
   assignment.device_count = static_cast<int>(static_cast<unsigned char>(torch::cuda::device_count()));
   // Without MPI the launcher's variables (srun, mpiexec without MPI_Init)
   // know the local rank better than a single process can.
-  assignment.choice = mpi ? choose_device(local.rank, local.size, assignment.device_count, current_environment())
-                          : choose_device(-1, 0, assignment.device_count, current_environment());
+  const auto env = current_environment();
+  const auto choose = [&](int device_count) {
+    return mpi ? choose_device(local.rank, local.size, device_count, env) : choose_device(-1, 0, device_count, env);
+  };
+  assignment.choice = choose(assignment.device_count);
   if (mpi) {
     // Count the ranks of this node on the same GPU: by its name where the
     // environment names it (ranks may see different GPUs as the same index).
@@ -50,9 +53,8 @@ DeviceAssignment assign_device(MPI_Comm comm) {
   // the device this rank would take with that many GPUs; it still runs on
   // the device chosen above.
   std::string simulated;
-  const auto env = current_environment();
   if (const auto count = detail::simulated_device_count(assignment.device_count, env)) {
-    const auto would = mpi ? choose_device(local.rank, local.size, *count, env) : choose_device(-1, 0, *count, env);
+    const auto would = choose(*count);
     simulated = " [" + std::string(detail::kTestDeviceCountVariable) + "=" + std::to_string(*count) + ": would be " +
                 would.summary() + "]";
   }
