@@ -40,6 +40,15 @@ now() { date +%s.%N; }
 # Seconds since a `now`, to 0.1 s.
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
+# start_lines OUT N: the lines of job output OUT that train.sbatch's start #N
+# printed (a requeued job appends each start to the same file).
+start_lines() { awk -v s="start #$2 " 'index($0, "train.sbatch: job") == 1 { on = index($0, s) > 0 } on' "$1"; }
+# by_node: "NODE RANK" lines on stdin as "node: rank rank | node: rank ...".
+by_node() {
+  sort -k1,1 -k2,2n |
+    awk '$1 != n { if (n != "") printf " | "; printf "%s:", $1; n = $1 } { printf " %s", $2 } END { print "" }'
+}
+
 cluster_test_needs() {
   [ "$(id -u)" -eq 0 ] ||
     fail "this test creates network namespaces, veths and a bridge and starts munged, slurmctld and slurmd: it needs root"

@@ -56,8 +56,7 @@ verify_all() {
 }
 # nodes_of OUT START: "rank:node ..." of the device lines of start #START in OUT.
 nodes_of() {
-  awk -v s="start #$2 " 'index($0, "train.sbatch: job") == 1 { on = index($0, s) > 0 } on' "$1" |
-    sed -n 's/^h5dcp-train: rank \([0-9]*\) (node \([^,]*\),.*/\1:\2/p' | sort -n | tr '\n' ' '
+  start_lines "$1" "$2" | sed -n 's/^h5dcp-train: rank \([0-9]*\) (node \([^,]*\),.*/\1:\2/p' | sort -n | tr '\n' ' '
 }
 # submit OUT SBATCH-ARGS... -- TRAIN-ARGS...: the job id.
 submit() {

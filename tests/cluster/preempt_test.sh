@@ -65,9 +65,7 @@ grep -qE "^h5dcp-train: resumed from .*step-0*$stopped\\.h5 \\(step $stopped, sa
 
 # Both starts: ranks 0 1 | 2 3 on 2 distinct nodes.
 for s in 0 1; do
-  where=$(awk -v s="start #$s " 'index($0, "train.sbatch: job") == 1 { on = index($0, s) > 0 } on' "$out" |
-    sed -n 's/^h5dcp-train: rank \([0-9]*\) (node \([^,]*\),.*/\2 \1/p' | sort -k1,1 -k2,2n |
-    awk '$1 != n { if (n != "") printf " | "; printf "%s:", $1; n = $1 } { printf " %s", $2 } END { print "" }')
+  where=$(start_lines "$out" $s | sed -n 's/^h5dcp-train: rank \([0-9]*\) (node \([^,]*\),.*/\2 \1/p' | by_node)
   [[ $where =~ ^h5n[1-3]:\ 0\ 1\ \|\ h5n[1-3]:\ 2\ 3$ ]] || [[ $where =~ ^h5n[1-3]:\ 2\ 3\ \|\ h5n[1-3]:\ 0\ 1$ ]] ||
     fail "start #$s placed its ranks '$where', not 0 1 | 2 3 on 2 distinct nodes"
   echo "ok: start #$s: $where"

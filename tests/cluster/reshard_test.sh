@@ -36,8 +36,7 @@ tag='echo "task node=$SLURMD_NODENAME rank=$SLURM_PROCID"; exec "$0" "$@"'
 
 # placement HOW OUTPUT: "node:rank rank | node:rank ..." of the task lines, by node.
 placement() {
-  sed -n 's/^task node=\([^ ]*\) rank=\([0-9]*\)$/\1 \2/p' "$2" | sort -k1,1 -k2,2n |
-    awk '$1 != n { if (n != "") printf " | "; printf "%s:", $1; n = $1 } { printf " %s", $2 } END { print "" }'
+  sed -n 's/^task node=\([^ ]*\) rank=\([0-9]*\)$/\1 \2/p' "$2" | by_node
 }
 
 # --- 1. save at 4 ranks on 2 nodes -------------------------------------------------
