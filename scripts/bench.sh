@@ -9,7 +9,8 @@
 #   the peer benchmark, PyTorch's own DCP (scripts/dcp_peer_bench.py, in the
 #     project's virtual environment: not h5dcp, run for comparison);
 #   torch.save of the whole (gathered) state from one process;
-#   h5dcp-plan-bench: a save's and a resharded load's planning at 1,024 ranks.
+#   h5dcp-plan-bench: a save's and a resharded load's planning at 1,024 ranks;
+#   h5dcp convert in every direction on twice the memory of a cgroup it runs in.
 # Every side times fsync'd saves from a settled disk; the report states each
 # side's warm-up and refuses a ratio for a side whose own check failed.
 # Loads are timed warm and, as root, cold (the page cache dropped just before).
@@ -80,6 +81,14 @@ for round in $(seq "$AB_ROUNDS"); do
   mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" \
     --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/dcp-$round.json" "${cold[@]}" | grep transformer || status=1
 done
+echo "== conversions of a checkpoint larger than memory: each direction in a memory cgroup of half the data"
+# tests/convert/larger_than_memory_test.py (CTest's convert.larger_than_memory);
+# it skips (77) without root or a memory controller, and the report says so.
+rc=0
+OMPI_MCA_io=romio321 "$py" tests/convert/larger_than_memory_test.py "$build/apps/h5dcp" "$(command -v mpiexec)" \
+  "$DIR/convert" > "$out/convert.txt" 2>&1 || rc=$?
+tail -n 1 "$out/convert.txt"
+[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || status=1
 echo "== torch.save of the whole state from one process"
 "$py" scripts/torch_save_bench.py "$DIR/torch.pt" "$GIB" "$REPS" | tee "$out/torch_save.json" || status=1
 "$py" scripts/performance_report.py "$out" docs/PERFORMANCE.md docs/performance.png

@@ -29,7 +29,7 @@ packages=(
   libgtest-dev
   openmpi-bin libopenmpi-dev
   libhdf5-openmpi-dev hdf5-tools
-  libxxhash-dev libcli11-dev nlohmann-json3-dev
+  libxxhash-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   slurm-wlm munge   # the train job's preemption test runs a one-node Slurm
   iproute2 util-linux   # tests/cluster: network namespaces, veths, a bridge (ip), nsenter
   # scripts/sanitize.sh: clang with the ASan/UBSan/libFuzzer runtimes, and

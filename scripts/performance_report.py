@@ -436,6 +436,32 @@ target_next(f"planning a resharded load for {plan_scale or '1,024 ranks × 1,000
             "core (every rank's lookups, simulated one after another)",
             lambda: f"{slowest_load[1]:.3f} s (the slowest case: {slowest_load[0]})",
             lambda: slowest_load[1] < PLAN_SECONDS, ("h5dcp-plan-bench", True, slowest_load))
+# h5dcp convert in every direction inside a memory cgroup of half the data
+# (tests/convert/larger_than_memory_test.py's output, convert.txt).
+convert_out = read_text("convert.txt")
+conversions = [(m.group(1).strip(), int(m.group(2)), int(m.group(3)), float(m.group(4)))
+               for m in re.finditer(r"^(\S.*?)\s+np(\d+): exit (-?\d+), peak .*? limit, ([0-9.]+) s$",
+                                    convert_out, re.M)]
+convert_equal = len(re.findall(r"^  \S+: equal bit for bit$", convert_out, re.M))
+m = re.search(r"^sources: (\d+) MiB of tensors, the largest (\d+) MiB$", convert_out, re.M)
+convert_sizes = (int(m.group(1)), int(m.group(2))) if m else None
+m = re.search(r"^memory cgroups: v\d under \S+, limit (\d+) MiB", convert_out, re.M)
+convert_limit = int(m.group(1)) if m else None
+convert_ok = bool(re.search(r"converted each way in a \d+ MiB cgroup, [0-9.]+ s: OK$", convert_out, re.M))
+m = re.search(r"^SKIP: (.*)$", convert_out, re.M)
+convert_skip = m.group(1) if m else None
+convert_directions = sorted({c[0] for c in conversions})
+target_next("a conversion of a checkpoint larger than memory streams: every direction of `h5dcp convert` "
+            "(torch.save, safetensors, DCP into h5dcp; h5dcp into the three) in a memory cgroup of half the data, "
+            "without swap",
+            lambda: f"{sum(1 for c in conversions if c[2] == 0)} of {len(conversions)} conversions "
+                    f"({len(convert_directions)} directions, at 1 and 2 ranks; to torch.save one process) exited 0, "
+                    f"{convert_equal} outputs equal bit for bit: {convert_sizes[0]} MiB of tensors, the largest "
+                    f"{convert_sizes[1]} MiB, through a {convert_limit} MiB cgroup; the slowest "
+                    f"{max(c[3] for c in conversions):.1f} s",
+            lambda: convert_ok and convert_equal == len(conversions) and len(convert_directions) == 6,
+            (f"the conversions ({convert_skip or 'not run'})", True,
+             conversions or None, convert_sizes, convert_limit))
 
 # h5dcp against the peer, case by case.
 versus = []

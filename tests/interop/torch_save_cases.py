@@ -17,12 +17,13 @@ usage:
       mapping (tuples -> lists, int/bool keys -> str, OrderedDict -> dict):
       same structure, types, dtypes, shapes, and bit-identical values.
       --sharing: RESULT must also keep ORIGINAL's storage sharing.
+      Every record of RESULT must match its CRC-32 (Python's zipfile).
 """
-import collections
 import math
 import os
 import struct
 import sys
+import zipfile
 
 import torch
 
@@ -266,6 +267,11 @@ def main(argv):
         # needs every storage at a 64-byte boundary of the file.
         mapped_result = torch.load(argv[3], weights_only=True, mmap=True)
         failures = []
+        # Every record's CRC-32, which torch.load does not check, as Python's zipfile computes it.
+        with zipfile.ZipFile(argv[3]) as archive:
+            damaged = archive.testzip()
+        if damaged is not None:
+            failures.append("record %s of %s does not match its CRC-32" % (damaged, argv[3]))
         compare(mapped(original), result, "", failures)
         compare(result, mapped_result, "<mmap>", failures)
         if "--sharing" in argv:

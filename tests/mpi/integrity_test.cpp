@@ -97,6 +97,20 @@ TEST(Integrity, AFlippedDataByteIsCaughtOnEveryKindOfLoad) {
     EXPECT_NE(message.find("the checkpoint is damaged"), std::string::npos) << message;
     EXPECT_NE(message.find(damaged_slab), std::string::npos) << layout << ": " << message;
   }
+  // The export to torch.save (one process) checks each slab as it streams it,
+  // and leaves nothing behind.
+  if (rank == 0) {
+    std::string message;
+    try {
+      checkpoint_to_torch_save(path, dir.file("c.pt"));
+      ADD_FAILURE() << "the export of a damaged checkpoint succeeded";
+    } catch (const FormatError& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("checksum mismatch in 'model/w'"), std::string::npos) << message;
+    EXPECT_NE(message.find(damaged_slab), std::string::npos) << message;
+    EXPECT_EQ(dir.entries(), std::vector<std::string>{"c.h5"});
+  }
   // Without verification the damage goes through: the flip was real.
   StateDict blind{{"model", StateDict{{"w", at::zeros(kShape)}}}};
   LoadOptions no_verify;

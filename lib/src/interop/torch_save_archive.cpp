@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -306,56 +307,54 @@ at::Tensor view_of(const at::Tensor& storage, const TorchTensorInfo& tensor) {
 
 // --- writing ------------------------------------------------------------------
 
+namespace {
+
+// The archive's directory name: PyTorchStreamWriter's for an archive written
+// through a function, as h5dcp's exports always were.
+constexpr const char* kArchiveName = "archive";
+
+// What PyTorchStreamWriter::writeEndOfFile adds after the records: the
+// archive format version torch.load checks (LibTorch's
+// kMinProducedFileFormatVersion, 3, for files with nothing but tensors and
+// data.pkl) and a serialization id: 40 digits, here the archive's bytes and
+// its combined CRC-32s, so that the same content gets the same id.
+void write_trailing_records(ZipWriter& zip) {
+  // As torch.save >= 2.1 writes: readers on big-endian hosts need it, older ones ignore it.
+  zip.write_record("byteorder", "little", 6);
+  zip.write_record("version", "3\n", 2);
+  char id[41];
+  std::snprintf(id, sizeof id, "%020llu%020llu", static_cast<unsigned long long>(zip.bytes_written()),
+                static_cast<unsigned long long>(zip.combined_crc()));
+  zip.write_record(".data/serialization_id", id, 40);
+}
+
+}  // namespace
+
 TorchSaveWriter::TorchSaveWriter(const std::string& path) : path_(path), temp_path_(temporary_sibling(path)) {
   fd_ = FileDescriptor::open_or_invalid(temp_path_, O_WRONLY | O_CREAT | O_EXCL, 0666);
   if (!fd_) throw IoError("h5dcp: creating " + in_quotes(temp_path_) + " failed: " + std::strerror(errno));
-  // The zip writer sees every write succeed; failures are kept and reported
-  // by check_io, so LibTorch never throws from inside its own destructor.
-  zip_ = std::make_unique<caffe2::serialize::PyTorchStreamWriter>(
-      [this](const void* data, std::size_t size) { return write_bytes(data, size); });
+  zip_ = std::make_unique<ZipWriter>(fd_.get(), temp_path_, kArchiveName);
 }
 
 TorchSaveWriter::~TorchSaveWriter() {
   if (committed_) return;
-  discarding_ = true;
-  try {
-    zip_.reset();  // writes the end of the archive, into nothing
-  } catch (...) {
-  }
   fd_.close_quietly();
   remove_quietly(temp_path_);
 }
 
-std::size_t TorchSaveWriter::write_bytes(const void* data, std::size_t size) noexcept {
-  if (discarding_ || io_errno_ != 0) return size;
-  io_errno_ = write_fully(fd_.get(), data, size);
-  return size;
-}
-
-void TorchSaveWriter::check_io(const std::string& what) {
-  if (io_errno_ != 0)
-    throw IoError("h5dcp: " + what + " in " + in_quotes(temp_path_) + " failed: " + std::strerror(io_errno_));
-}
-
 void TorchSaveWriter::write_record(const std::string& name, const void* data, std::size_t size) {
-  try {
-    zip_->writeRecord(name, data, size);
-  } catch (const c10::Error& e) {
-    throw IoError("h5dcp: writing record " + name + " of " + in_quotes(path_) +
-                  " failed: " + e.what_without_backtrace());
-  }
-  check_io("writing record " + name);
+  zip_->write_record(name, data, size);
 }
+
+void TorchSaveWriter::begin_record(const std::string& name, std::uint64_t size) { zip_->begin_record(name, size); }
+
+void TorchSaveWriter::append_record(const void* data, std::size_t size) { zip_->append(data, size); }
+
+void TorchSaveWriter::end_record() { zip_->end_record(); }
 
 void TorchSaveWriter::commit() {
-  // As torch.save >= 2.1 writes: readers on big-endian hosts need it, older ones ignore it.
-  write_record("byteorder", "little", 6);
-  try {
-    zip_->writeEndOfFile();
-  } catch (const c10::Error& e) {
-    throw IoError("h5dcp: finishing " + in_quotes(path_) + " failed: " + e.what_without_backtrace());
-  }
-  check_io("finishing the archive");
+  write_trailing_records(*zip_);
+  zip_->finish();
   if (::fsync(fd_.get()) != 0)
     throw IoError("h5dcp: fsync of " + in_quotes(temp_path_) + " failed: " + std::strerror(errno));
   fd_.close(temp_path_);  // throws "h5dcp: closing '<temp>' failed: ..."
@@ -364,25 +363,10 @@ void TorchSaveWriter::commit() {
 }
 
 std::uint64_t append_torch_save_archive(int fd, const std::string& path, const std::vector<ArchiveRecord>& records) {
-  std::uint64_t written = 0;
-  int io_errno = 0;  // the first write failure: LibTorch's writer sees every write succeed
-  bool discarding = false;
-  caffe2::serialize::PyTorchStreamWriter zip([&](const void* data, std::size_t size) {
-    if (discarding || io_errno != 0) return size;
-    io_errno = write_fully(fd, data, size);
-    written += size;
-    return size;
-  });
-  try {
-    for (const auto& record : records) zip.writeRecord(record.name, record.data, record.size);
-    zip.writeRecord("byteorder", "little", 6);
-    zip.writeEndOfFile();
-  } catch (const c10::Error& e) {
-    discarding = true;
-    throw IoError("h5dcp: writing an archive into " + in_quotes(path) + " failed: " + e.what_without_backtrace());
-  }
-  if (io_errno != 0) throw IoError("h5dcp: writing " + in_quotes(path) + " failed: " + std::strerror(io_errno));
-  return written;
+  ZipWriter zip(fd, path, kArchiveName);
+  for (const auto& record : records) zip.write_record(record.name, record.data, record.size);
+  write_trailing_records(zip);
+  return zip.finish();
 }
 
 }  // namespace h5dcp::detail

@@ -1,8 +1,9 @@
 #pragma once
-// The zip container of torch.save files, through LibTorch's own
-// PyTorchStreamReader / PyTorchStreamWriter (caffe2/serialize), kept out of
-// this header: records are read whole or located for direct reads, and
-// written one at a time, so a writer never holds more than one record.
+// The zip container of torch.save files: read through LibTorch's own
+// PyTorchStreamReader (caffe2/serialize), kept out of this header, whose
+// records are read whole or located for direct reads; written through
+// interop/zip_writer, which takes a record in pieces, so that a writer never
+// holds a record whole.
 
 #include <ATen/core/Tensor.h>
 
@@ -12,11 +13,11 @@
 #include <vector>
 
 #include "interop/torch_save_index.hpp"
+#include "interop/zip_writer.hpp"
 #include "storage/file_descriptor.hpp"
 
 namespace caffe2::serialize {
 class PyTorchStreamReader;
-class PyTorchStreamWriter;
 }  // namespace caffe2::serialize
 
 namespace h5dcp::detail {
@@ -82,20 +83,21 @@ class TorchSaveWriter {
   /// Writes the record `name` ("data.pkl", "data/0", ...) now. Throws IoError.
   void write_record(const std::string& name, const void* data, std::size_t size);
 
+  /// A record written in pieces, so that it is never held whole: `size`
+  /// bytes in all, given to append_record in order. Throws IoError.
+  void begin_record(const std::string& name, std::uint64_t size);
+  void append_record(const void* data, std::size_t size);
+  void end_record();
+
   /// Ends the archive, fsyncs it and renames it to the path. Throws IoError.
   void commit();
 
  private:
-  std::size_t write_bytes(const void* data, std::size_t size) noexcept;
-  void check_io(const std::string& what);
-
   std::string path_;
   std::string temp_path_;
   detail::FileDescriptor fd_;
-  int io_errno_ = 0;         // first write failure, reported by check_io
-  bool discarding_ = false;  // abandoned: the zip's remaining bytes go nowhere
   bool committed_ = false;
-  std::unique_ptr<caffe2::serialize::PyTorchStreamWriter> zip_;
+  std::unique_ptr<ZipWriter> zip_;
 };
 
 /// One record of a torch.save archive ("data.pkl", "data/0").

@@ -11,7 +11,8 @@
 //                              rank holds one block at a time
 //
 // checkpoint -> torch.save, one process: data.pkl first (from the metadata),
-// then each tensor is read, written as its record and dropped.
+// then each tensor's record is streamed, slab by slab, each slab's checksums
+// checked as it is read.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -34,11 +35,13 @@
 #include "h5dcp/torch_save.hpp"
 #include "hdf5/container_reader.hpp"
 #include "hdf5/hdf5_access.hpp"
+#include "interop/export_files.hpp"
 #include "interop/indexed_convert.hpp"
 #include "interop/pickle_writer.hpp"
 #include "interop/source_files.hpp"
 #include "interop/torch_save_archive.hpp"
 #include "interop/torch_save_tree.hpp"
+#include "plan/row_split.hpp"
 #include "storage/file_descriptor.hpp"
 #include "torch/dtype_mapping.hpp"
 #include "torch/value_codec.hpp"
@@ -245,8 +248,13 @@ SaveResult torch_save_to_checkpoint(const std::string& src, const std::string& d
 
 void checkpoint_to_torch_save(const std::string& src, const std::string& dst,
                               const CheckpointToTorchSaveOptions& options) {
-  detail::Hdf5Access access;  // HDF5 is not thread-safe: see hdf5/hdf5_gate.hpp
-  const auto index = detail::read_container_index(src);
+  detail::CheckpointIndex index;
+  std::optional<detail::ContainerReader> reader;
+  {
+    detail::Hdf5Access access;  // HDF5 is not thread-safe: see hdf5/hdf5_gate.hpp
+    index = detail::read_container_index(src);
+    reader.emplace(src, MPI_COMM_NULL);
+  }
   const auto& metadata = index.metadata;
 
   FlatStateDict flat;
@@ -278,19 +286,22 @@ void checkpoint_to_torch_save(const std::string& src, const std::string& dst,
 
   detail::TorchSaveWriter writer(dst);
   writer.write_record("data.pkl", data.data(), data.size());
-  detail::ContainerReader reader(src, MPI_COMM_NULL);
-  // One buffer, as large as the largest tensor, reused for every record.
-  std::size_t largest = 1;
+  // Each record streamed in pieces of whole rows, which follow each other in
+  // the record: at most kConvertSlabBytes, or one row where a row is larger,
+  // because checksum slabs are whole rows and a piece must not read a slab
+  // for a part of it. What is held at once is one piece and one checksum
+  // slab, never a whole tensor; every slab is checked as it is read.
   for (const auto& [fqn, storage] : records) {
     const auto& t = find_tensor_metadata(metadata, fqn);
-    largest = std::max(largest, static_cast<std::size_t>(detail::volume(t.size)) * dtype_size(t.properties.dtype));
-  }
-  auto buffer = at::empty({static_cast<std::int64_t>(largest)}, at::TensorOptions().dtype(at::kByte));
-  for (const auto& [fqn, storage] : records) {
-    const auto& t = find_tensor_metadata(metadata, fqn);
-    const auto bytes = static_cast<std::size_t>(detail::volume(t.size)) * dtype_size(t.properties.dtype);
-    reader.read(fqn, t.properties.dtype, ChunkStorageMetadata{Shape(t.size.size(), 0), t.size}, buffer.data_ptr());
-    writer.write_record("data/" + storage->key, buffer.data_ptr(), bytes);
+    const auto element = static_cast<std::int64_t>(dtype_size(t.properties.dtype));
+    const auto bytes = static_cast<std::uint64_t>(detail::volume(t.size) * element);
+    const auto piece_bytes = std::max(kConvertSlabBytes, detail::row_bytes(t.size, element));
+    writer.begin_record("data/" + storage->key, bytes);
+    for (const auto& slab : detail::split_block(t.size, element, piece_bytes)) {
+      const auto block = detail::read_checked_block(*reader, index, fqn, slab);
+      writer.append_record(block.data_ptr(), static_cast<std::size_t>(block.nbytes()));
+    }
+    writer.end_record();
     if (options.progress) {
       progress.items_done += 1;
       progress.bytes_done += static_cast<std::int64_t>(bytes);
@@ -298,7 +309,10 @@ void checkpoint_to_torch_save(const std::string& src, const std::string& dst,
       options.progress(progress);
     }
   }
-  reader.close();
+  {
+    detail::Hdf5Access access;
+    reader->close();
+  }
   writer.commit();
 }
 
