@@ -597,6 +597,15 @@ int main(int argc, char** argv) {
         out << (first ? "\n" : ",\n") << "    \"" << name << "\": " << median(v);
         first = false;
       }
+      // Every repetition too, in order: the report shows their spread.
+      out << "\n  },\n  \"seconds\": {";
+      first = true;
+      for (const auto& [name, v] : t) {
+        out << (first ? "\n" : ",\n") << "    \"" << name << "\": [";
+        for (std::size_t k = 0; k < v.size(); ++k) out << (k ? ", " : "") << v[k];
+        out << "]";
+        first = false;
+      }
       out << "\n  }\n}\n";
     }
   }

@@ -150,6 +150,11 @@ small_name = f"{small_count:,} tensors of {small_kib:g} KiB" if small_count else
 small_short = f"{small_count:,} small tensors" if small_count else "many small tensors"
 
 
+def h_spread(key):
+    """min-max of h5dcp-bench's repetitions of `key` (older JSON without them: none)."""
+    return spread(h.get("seconds", {}).get(key, []))
+
+
 def h_rate(key, size=gb):
     return bw(s[key], size) if key in s else None
 
@@ -160,38 +165,43 @@ def check_cell(flag):
 
 # (name, seconds, GB/s, min-max of the repetitions, checked)
 rows = [
-    ("raw MPI-IO write + fsync (ROMIO, the default; MPI_File_write_at_all)", s["raw"], h_rate("raw"), "",
+    ("raw MPI-IO write + fsync (ROMIO, the default; MPI_File_write_at_all)", s["raw"], h_rate("raw"), h_spread("raw"),
      "not read back"),
     ("raw MPI-IO write + fsync (ROMIO, independent MPI_File_write_at)", s.get("raw_independent"),
-     h_rate("raw_independent"), "", "not read back"),
+     h_rate("raw_independent"), h_spread("raw_independent"), "not read back"),
 ]
 if ompio:
     rows.append(("raw MPI-IO write + fsync (OMPIO)", ompio["median_seconds"]["raw"], bw(ompio["median_seconds"]["raw"]),
-                 "", "not read back"))
+                 spread(ompio.get("seconds", {}).get("raw", [])), "not read back"))
 rows += [
-    ("h5dcp save", s["save"], h_rate("save"), "", check_cell(h_ok) + " (through the loads)"),
+    ("h5dcp save", s["save"], h_rate("save"), h_spread("save"), check_cell(h_ok) + " (through the loads)"),
     ("POSIX pwrite + fsync, h5dcp's tricks (space reserved, early write-back)", s.get("posix_write"),
-     h_rate("posix_write"), "", "not read back"),
-    ("O_DIRECT write + fsync (dd oflag=direct)", s.get("direct_write"), h_rate("direct_write"), "", "not read back"),
-    ("h5dcp load (same sharding)", s["load"], h_rate("load"), "", check_cell(h_ok)),
-    ("h5dcp resharded load", s["reshard"], h_rate("reshard"), "", check_cell(h_ok)),
-    ("POSIX read (pread 16 MiB at a time, dd bs=16M)", s.get("posix_read"), h_rate("posix_read"), "", ""),
-    ("h5dcp load, cold", s.get("load_cold"), h_rate("load_cold"), "", check_cell(h_ok)),
+     h_rate("posix_write"), h_spread("posix_write"), "not read back"),
+    ("O_DIRECT write + fsync (dd oflag=direct)", s.get("direct_write"), h_rate("direct_write"),
+     h_spread("direct_write"), "not read back"),
+    ("h5dcp load (same sharding)", s["load"], h_rate("load"), h_spread("load"), check_cell(h_ok)),
+    ("h5dcp resharded load", s["reshard"], h_rate("reshard"), h_spread("reshard"), check_cell(h_ok)),
+    ("POSIX read (pread 16 MiB at a time, dd bs=16M)", s.get("posix_read"), h_rate("posix_read"),
+     h_spread("posix_read"), ""),
+    ("h5dcp load, cold", s.get("load_cold"), h_rate("load_cold"), h_spread("load_cold"), check_cell(h_ok)),
     ("h5dcp load, cold, no read-ahead hints (H5DCP_READAHEAD_MIB=0)", s.get("load_cold_no_readahead"),
-     h_rate("load_cold_no_readahead"), "", check_cell(h_ok)),
-    ("h5dcp resharded load, cold", s.get("reshard_cold"), h_rate("reshard_cold"), "", check_cell(h_ok)),
-    ("POSIX read, cold", s.get("posix_read_cold"), h_rate("posix_read_cold"), "", ""),
-    ("h5dcp async save, until durable", s["async_total"], h_rate("async_total"), "", async_checked),
-    ("h5dcp async save, caller blocked", s["async_blocking"], None, "", async_checked),
+     h_rate("load_cold_no_readahead"), h_spread("load_cold_no_readahead"), check_cell(h_ok)),
+    ("h5dcp resharded load, cold", s.get("reshard_cold"), h_rate("reshard_cold"),
+     h_spread("reshard_cold"), check_cell(h_ok)),
+    ("POSIX read, cold", s.get("posix_read_cold"), h_rate("posix_read_cold"), h_spread("posix_read_cold"), ""),
+    ("h5dcp async save, until durable", s["async_total"], h_rate("async_total"),
+     h_spread("async_total"), async_checked),
+    ("h5dcp async save, caller blocked", s["async_blocking"], None, h_spread("async_blocking"), async_checked),
     ("memory copy of the shards into touched memory (floor of the above)", s.get("staging_copy"),
-     h_rate("staging_copy"), "", ""),
+     h_rate("staging_copy"), h_spread("staging_copy"), ""),
 ]
 if "staged_total" in s:
     rows += [
-        ("h5dcp async save staged in the background, until durable", s["staged_total"], h_rate("staged_total"), "",
+        ("h5dcp async save staged in the background, until durable", s["staged_total"], h_rate("staged_total"),
+         h_spread("staged_total"),
          async_checked),
         ("h5dcp async save staged in the background: training waited (the call + the wait on `staged` after "
-         "the step's compute)", s["staged_training_waited"], None, "", async_checked),
+         "the step's compute)", s["staged_training_waited"], None, h_spread("staged_training_waited"), async_checked),
     ]
 PEER_CASES = (("save", "save"), ("load", "load (same sharding)"), ("reshard", "resharded load"),
               ("load_cold", "load, cold"), ("reshard_cold", "resharded load, cold"),
@@ -209,12 +219,12 @@ if ts:
     rows.append(("torch.save, one process", ts["seconds"], bw(ts["seconds"], ts["gb"]), spread(ts.get("times", [])),
                  check_cell(ts_ok) + " (read back)"))
 rows += [
-    (f"h5dcp save, {small_name}", s["small"], h_rate("small", h["small_gb"]), "", check_cell(h_ok) +
+    (f"h5dcp save, {small_name}", s["small"], h_rate("small", h["small_gb"]), h_spread("small"), check_cell(h_ok) +
      " (through the loads)" if "small_load" in s else "not read back"),
     (f"h5dcp load, {small_name}, on every rank", s.get("small_load"),
-     h_rate("small_load", h["small_gb"] * h["ranks"]), "", check_cell(h_ok)),
+     h_rate("small_load", h["small_gb"] * h["ranks"]), h_spread("small_load"), check_cell(h_ok)),
     (f"h5dcp load, {small_name}, on every rank, cold", s.get("small_load_cold"),
-     h_rate("small_load_cold", h["small_gb"] * h["ranks"]), "", check_cell(h_ok)),
+     h_rate("small_load_cold", h["small_gb"] * h["ranks"]), h_spread("small_load_cold"), check_cell(h_ok)),
 ]
 for case, label in (("small_save", "save"), ("small_load", "load, on every rank"),
                     ("small_load_cold", "load, on every rank, cold")):
@@ -236,13 +246,14 @@ for key, label in (("transformer_save", "save"), ("transformer_load", "load"), (
                      spread(pc[key]["seconds"]), check_cell(p_ok[key]) + (" (read back)" if key.endswith("save")
                                                                          else "")))
 rows += [
-    (f"h5dcp save, same bytes in {few}", s["small_as_large"], h_rate("small_as_large", h["small_gb"]), "",
+    (f"h5dcp save, same bytes in {few}", s["small_as_large"], h_rate("small_as_large", h["small_gb"]),
+     h_spread("small_as_large"),
      "not read back"),
     (f"HDF5 alone: the {small_short}' datasets, no attributes", s.get("small_hdf5_bare"),
-     h_rate("small_hdf5_bare", h["small_gb"]), "", ""),
+     h_rate("small_hdf5_bare", h["small_gb"]), h_spread("small_hdf5_bare"), ""),
     (f"HDF5 alone: the {small_short}' datasets, "
      + (f"{floor_attrs} attributes each" if floor_attrs else "h5dcp's attributes") + " at creation",
-     s.get("small_hdf5_attrs"), h_rate("small_hdf5_attrs", h["small_gb"]), "", ""),
+     s.get("small_hdf5_attrs"), h_rate("small_hdf5_attrs", h["small_gb"]), h_spread("small_hdf5_attrs"), ""),
 ]
 
 # Knobs measured in the same run (save only, medians, each beside its own raw write).

@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -408,6 +409,31 @@ TEST(CheckpointToTorchSave, StreamsEveryTensorAndValue) {
   }
   EXPECT_EQ(seen.size(), tensors);
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"m.h5", "m.pt"}));  // no temporary file left
+}
+
+TEST(CheckpointToTorchSave, AFullDiskIsAClearErrorAndTheOldFileStays) {
+  // A 1 MiB tmpfs (as root, which CI is) holding an earlier export; the new
+  // one, 4 MiB, runs out of space inside a streamed record.
+  test::TempDir dir;
+  const auto small = dir.file("small");
+  std::filesystem::create_directory(small);
+  ASSERT_EQ(::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=1m"), 0)
+      << "mounting a tmpfs needs root (CI runs as root): " << std::strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount(path.c_str()); }
+  } unmount{small};
+  const auto old = reference_tensor({64, 64}, at::kFloat);
+  save(StateDict{{"w", old}}, dir.file("old.h5"));
+  checkpoint_to_torch_save(dir.file("old.h5"), small + "/out.pt");
+  save(StateDict{{"w", reference_tensor({1024, 1024}, at::kFloat, 1)}}, dir.file("new.h5"));
+  const auto message = message_of<IoError>([&] { checkpoint_to_torch_save(dir.file("new.h5"), small + "/out.pt"); });
+  EXPECT_NE(message.find("No space left on device"), std::string::npos) << message;
+  EXPECT_NE(message.find(small + "/"), std::string::npos) << message;
+  EXPECT_TRUE(bitwise_equal(tensor_at(read_torch_save(small + "/out.pt"), "w"), old));
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(small)) left.push_back(e.path().filename());
+  EXPECT_EQ(left, std::vector<std::string>{"out.pt"});  // no temporary file left
 }
 
 TEST(CheckpointReader, ReadsBlocksValuesAndMetadata) {
