@@ -127,10 +127,11 @@ while True:
     ab_rounds += 1
 ab_samples = {}
 if ab_rounds:
-    # h5dcp-bench's JSON holds per-round medians; each round's reps are few,
-    # so the median over rounds of those stands for its repetitions.
+    # Every repetition of every round, as for the peer below (an h5dcp-bench
+    # JSON without its repetitions gives its per-round median instead).
     for k in TF_KEYS:
-        values = [j["median_seconds"][k] for j in ab_h if k in j["median_seconds"]]
+        values = [t for j in ab_h for t in (j.get("seconds", {}).get(k) or
+                                            ([j["median_seconds"][k]] if k in j["median_seconds"] else []))]
         if values:
             s[k] = statistics.median(values)
             ab_samples[k] = values
@@ -235,7 +236,8 @@ for case, label in (("small_save", "save"), ("small_load", "load, on every rank"
 tf = h.get("transformer")
 tf_name = f"transformer ({tf['shape']}; {tf['tensors']:,} tensors)" if tf else None
 if tf:
-    rows += [(f"h5dcp {label}, {tf_name}", s.get(key), h_rate(key, tf["bytes"] / 1e9), "", check_cell(h_ok))
+    rows += [(f"h5dcp {label}, {tf_name}", s.get(key), h_rate(key, tf["bytes"] / 1e9),
+              spread(ab_samples[key]) if key in ab_samples else h_spread(key), check_cell(h_ok))
              for key, label in (("transformer_save", "save"), ("transformer_load", "load"),
                                 ("transformer_load_cold", "load, cold"),
                                 ("transformer_load_cold_no_readahead", "load, cold, no read-ahead hints"))
@@ -644,9 +646,9 @@ def transformer_text():
         text += (f"; {PEER} in {p_med['transformer_save']:.3f} s and {p_med['transformer_load']:.3f} s"
                  + (f" ({p_med['transformer_load_cold']:.3f} s cold)" if "transformer_load_cold" in p_med else ""))
     if ab_rounds:
-        text += (f". These are medians over {plural(ab_rounds, 'round')} in which h5dcp-bench and the peer ran this"
-                 f" case alternately ({plural(ab_reps, 'timed repetition')} each after a warm-up), so that both"
-                 " meet the disk in the same state; the rounds' saves took "
+        text += (f". These are medians of the repetitions of {plural(ab_rounds, 'round')} in which h5dcp-bench and"
+                 f" the peer ran this case alternately ({plural(ab_reps, 'timed repetition')} each after a warm-up),"
+                 " so that both meet the disk in the same state; their saves took "
                  f"{spread(ab_samples.get('transformer_save', []))} s (h5dcp) and "
                  f"{spread(pc.get('transformer_save', {}).get('seconds', []))} s ({PEER})")
         if "transformer_save" in main_tf_h and "transformer_save" in main_tf_p:
