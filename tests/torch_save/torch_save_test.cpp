@@ -668,7 +668,9 @@ TEST(CheckpointToTorchSave, HoldsOneSlabOfATensorAtATime) {
   save(StateDict{{"big", reference()}, {"small", at::ones({3})}}, dir.file("big.h5"));
   const auto run = in_child([&] { checkpoint_to_torch_save(dir.file("big.h5"), dir.file("big.pt")); }, 1024);
   EXPECT_EQ(run.outcome, "ok");
-  EXPECT_LT(run.rss_growth_mib, 160 * kRssBoundScale);
+  // Under ASan freed pieces wait in its quarantine (256 MiB by default)
+  // before reuse: the bound there is the plain build's plus the quarantine.
+  EXPECT_LT(run.rss_growth_mib, 160 + (kRssBoundScale > 1 ? 256 : 0)) << "MiB of RSS growth";
   const auto back = read_torch_save(dir.file("big.pt"));
   EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(value_at(back, "big")), reference()));
   EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(value_at(back, "small")), at::ones({3})));

@@ -82,11 +82,16 @@ fi
 # (this failed a CI run: "the job did not complete" for a COMPLETED job).
 
 # Slurm: the configuration of ../shared/local-slurm, in $tmp, on two free
-# ports (not 6817/6818: another Slurm, or another run of this test, may be up).
+# ports (not 6817/6818: another Slurm, or another run of this test, may be up),
+# below the kernel's ephemeral range: a port there may be bound by another
+# test's outgoing connection (MPI's TCP), which no listener check sees, and
+# slurmctld then dies of "Address already in use" (this failed a CI run).
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+read -r ephemeral_low _ </proc/sys/net/ipv4/ip_local_port_range
+span=$((ephemeral_low > 12000 ? ephemeral_low - 10002 : 30000))
 ctld_port=""
 for _ in $(seq 50); do
-  p=$((20000 + RANDOM % 30000))
+  p=$((10000 + RANDOM % span))
   if port_free "$p" && port_free $((p + 1)); then ctld_port=$p; break; fi
 done
 [ -n "$ctld_port" ] || fail "no two free ports found"
@@ -98,7 +103,12 @@ slurmctld -D -f "$SLURM_CONF" >"$tmp/log/slurmctld.out" 2>&1 &
 ctld=$!
 slurmd -D -f "$SLURM_CONF" >"$tmp/log/slurmd.out" 2>&1 &
 slurmd=$!
-node_idle() { grep -q idle <<<"$(sinfo -h -o %t 2>/dev/null)"; }
+# A daemon that exited (a port taken after all) fails the test now, not at the deadline.
+node_idle() {
+  kill -0 "$ctld" 2>/dev/null || { tail -n 5 "$tmp/log/slurmctld.out"; fail "slurmctld exited after $(elapsed)"; }
+  kill -0 "$slurmd" 2>/dev/null || { tail -n 5 "$tmp/log/slurmd.out"; fail "slurmd exited after $(elapsed)"; }
+  grep -q idle <<<"$(sinfo -h -o %t 2>/dev/null)"
+}
 if ! wait_for node_idle; then
   tail -n 20 "$tmp"/log/*
   fail "Slurm did not come up (no idle node after $(elapsed), budget ${budget}s)"
