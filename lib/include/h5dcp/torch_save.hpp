@@ -86,12 +86,14 @@ struct CheckpointToTorchSaveOptions {
 
 /// Converts the checkpoint `src` into the torch.save file `dst` (the seeds'
 /// dcp_to_torch_save), streaming: data.pkl first (it needs only the
-/// metadata), then one tensor at a time is read from `src`, written as its
-/// storage record and dropped, so memory holds one tensor, never the whole
-/// state. Sharded tensors are written whole. Not collective; runs without
-/// MPI. Published atomically (temporary name, fsync, rename). Throws
-/// FormatError when `src` is not a readable checkpoint, IoError when writing
-/// fails.
+/// metadata), then each tensor's storage record is written in pieces of
+/// whole rows (at most 64 MiB, or one row where a row is larger), each read
+/// from `src` with its checksums checked and then dropped, so memory holds
+/// one piece, never a whole tensor. Sharded tensors are written whole. Not
+/// collective; runs without MPI. Published atomically (temporary name,
+/// fsync, rename); on failure no file is left. Throws FormatError when `src`
+/// is not a readable checkpoint or a checksum does not match (naming the
+/// tensor and the slab), IoError when writing fails.
 void checkpoint_to_torch_save(const std::string& src, const std::string& dst,
                               const CheckpointToTorchSaveOptions& options = {});
 
