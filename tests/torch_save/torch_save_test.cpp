@@ -2,7 +2,8 @@
 // and writer, read_torch_save / write_torch_save on files written by real
 // PyTorch (tests/interop/torch_save_cases.py, directory in
 // H5DCP_TORCH_SAVE_FIXTURES), file kinds, and the checkpoint side:
-// checkpoint_to_torch_save, CheckpointReader, verify_checkpoint.
+// checkpoint_to_torch_save, CheckpointReader, verify_checkpoint; the
+// exports' source, which closes under the HDF5 gate.
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -11,11 +12,15 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
+#include <memory>
+#include <vector>
 
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/checkpoint_reader.hpp"
@@ -23,6 +28,8 @@
 #include "h5dcp/file_kind.hpp"
 #include "h5dcp/torch_save.hpp"
 #include "h5dcp/verify.hpp"
+#include "hdf5/hdf5_gate.hpp"
+#include "interop/export_files.hpp"
 #include "interop/pickle_reader.hpp"
 #include "interop/pickle_writer.hpp"
 #include "interop/torch_save_index.hpp"
@@ -674,6 +681,46 @@ TEST(CheckpointToTorchSave, HoldsOneSlabOfATensorAtATime) {
   const auto back = read_torch_save(dir.file("big.pt"));
   EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(value_at(back, "big")), reference()));
   EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(value_at(back, "small")), at::ones({3})));
+}
+
+}  // namespace
+}  // namespace h5dcp
+
+namespace h5dcp {
+namespace {
+
+// The exports' source (interop/export_files) closes its HDF5 ids under the
+// HDF5 gate, however the export ends: destroyed with a dataset still open
+// (an export that threw between reads), it waits while another thread holds
+// the gate. The exports used to destroy their reader after giving the gate
+// back, which raced an async save's writer in HDF5 (heap corruption, seen in
+// mpi.core's ConcurrentReaders).
+TEST(ExportSource, ClosesUnderTheHdf5GateHoweverTheExportEnds) {
+  test::TempDir dir;
+  const auto w = at::arange(600, at::kFloat).reshape({20, 30});
+  save(StateDict{{"w", w}, {"step", std::int64_t{4}}}, dir.file("c.h5"));
+  for (const bool closed : {false, true}) {
+    auto source = std::make_unique<detail::ExportSource>(dir.file("c.h5"));
+    std::vector<at::Tensor> pieces;
+    source->read_in_pieces("w", {{5, 0}, {10, 30}}, [&](const ChunkStorageMetadata& box, const at::Tensor& piece) {
+      EXPECT_EQ(box.offsets, (detail::Shape{5, 0}));
+      EXPECT_EQ(box.sizes, (detail::Shape{10, 30}));
+      pieces.push_back(piece);
+    });
+    ASSERT_EQ(pieces.size(), 1u);
+    EXPECT_TRUE(bitwise_equal(pieces[0], w.narrow(0, 5, 10)));
+    if (closed) {
+      source->close();
+      source.reset();  // nothing left to close: no wait for the gate
+      continue;
+    }
+    auto hold = std::make_unique<detail::Hdf5GateHold>();
+    auto destroyed = std::async(std::launch::async, [&] { source.reset(); });
+    EXPECT_EQ(destroyed.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+        << "the source closed its HDF5 ids while another thread held the gate";
+    hold.reset();
+    EXPECT_EQ(destroyed.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  }
 }
 
 }  // namespace

@@ -41,6 +41,15 @@ TEST(RowSplit, LargeTensorsSplitLikeTorchChunkSmallOnesGoToTheLeastLoaded) {
   EXPECT_EQ(row_bytes({}, 8), 8);
 }
 
+TEST(RowSplit, APiecesBoxIsItsRowsWithEveryOtherDimensionWhole) {
+  const auto box = rows_box({10, 4, 3}, RowPiece{0, 7, 3, 1});
+  EXPECT_EQ(box.offsets, (Shape{7, 0, 0}));
+  EXPECT_EQ(box.sizes, (Shape{3, 4, 3}));
+  const auto scalar = rows_box({}, RowPiece{0, 0, 1, 0});
+  EXPECT_TRUE(scalar.offsets.empty());
+  EXPECT_TRUE(scalar.sizes.empty());
+}
+
 TEST(RowSplit, OneRankWritesEverythingWhole) {
   const auto pieces = split_rows({{{1000, 1000}, 8}, {{3}, 1}}, 1, 1);
   ASSERT_EQ(pieces.size(), 2u);

@@ -347,6 +347,9 @@ void ContainerReader::abandon() noexcept {
 void ContainerReader::close() {
   for (auto& [fqn, d] : datasets_) d.close("the dataset of '" + fqn + "'");
   file_.close("'" + path_ + "'");
+  // Every id is closed here, so that destroying a closed reader makes no
+  // HDF5 call (an owner may no longer hold the HDF5 gate then).
+  dxpl_.close("the transfer property list of '" + path_ + "'");
 }
 
 }  // namespace h5dcp::detail

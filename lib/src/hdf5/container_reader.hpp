@@ -39,7 +39,8 @@ class ContainerReader {
   /// like read() when the dataset cannot be opened.
   void will_read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box);
 
-  /// Closes the datasets and the file. Collective.
+  /// Closes the datasets, the file and every other HDF5 id it holds.
+  /// Collective.
   void close();
 
   /// Forgets every HDF5 id without closing (after a rank timed out).

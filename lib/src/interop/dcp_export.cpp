@@ -56,9 +56,6 @@ using detail::ByteWriter;
 using detail::DcpPathStep;
 using detail::Shape;
 
-// The most a rank holds at once: larger blocks are written as several DCP
-// chunks of at most this many bytes, each read, written and dropped in turn.
-constexpr std::int64_t kExportSlabBytes = std::int64_t{64} << 20;
 constexpr char kMetadataName[] = ".metadata";
 
 struct ExportTensor {
@@ -360,13 +357,9 @@ std::vector<WrittenItem> write_items(const std::string& src, const ExportPlan& p
     items.push_back({t.key, true, {Shape(t.shape.size(), 0), t.shape}, offset, length});
   }
   if (!pieces.empty()) {
-    detail::CheckpointIndex index;
-    std::optional<detail::ContainerReader> reader;
-    {
-      detail::Hdf5Access access;
-      index = detail::read_container_index(src);
-      reader.emplace(src, MPI_COMM_NULL);
-    }
+    // Larger blocks are written as several DCP chunks of whole rows, each
+    // read, written and dropped in turn (ExportSource::read_in_pieces).
+    detail::ExportSource source(src);
     Progress done;
     const auto piece_bytes = [&](const detail::RowPiece& p) {
       const auto& t = plan.tensors[p.tensor];
@@ -376,14 +369,11 @@ std::vector<WrittenItem> write_items(const std::string& src, const ExportPlan& p
     done.items_total = static_cast<std::int64_t>(pieces.size());
     for (const auto& p : pieces) {
       const auto& t = plan.tensors[p.tensor];
-      Shape sizes = t.shape;
-      if (!sizes.empty()) sizes[0] = p.rows;
-      for (auto slab : detail::split_block(sizes, static_cast<std::int64_t>(dtype_size(t.dtype)), kExportSlabBytes)) {
-        if (!slab.offsets.empty()) slab.offsets[0] += p.row;
-        const auto block = detail::read_checked_block(*reader, index, t.fqn, slab);
-        const auto [offset, length] = file.append_tensor(block, t.dtype);
-        items.push_back({t.key, true, slab, offset, length});
-      }
+      source.read_in_pieces(t.fqn, detail::rows_box(t.shape, p),
+                            [&](const ChunkStorageMetadata& box, const at::Tensor& block) {
+                              const auto [offset, length] = file.append_tensor(block, t.dtype);
+                              items.push_back({t.key, true, box, offset, length});
+                            });
       if (progress) {
         done.items_done += 1;
         done.bytes_done += piece_bytes(p);
@@ -391,8 +381,7 @@ std::vector<WrittenItem> write_items(const std::string& src, const ExportPlan& p
         progress(done);
       }
     }
-    detail::Hdf5Access access;
-    reader->close();
+    source.close();
   }
   if (has_values)
     for (const auto& v : plan.values) {

@@ -1,11 +1,14 @@
 #pragma once
 // What the exports of a checkpoint to other formats share (safetensors,
-// DCP): reading a block of a tensor with its checksums checked, and
-// retiring the directory an earlier export left where a new one goes.
+// DCP, torch.save): the checkpoint opened for reading, its tensors read in
+// checked pieces of whole rows, and retiring the directory an earlier
+// export left where a new one goes.
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,12 +16,48 @@
 
 namespace h5dcp::detail {
 
-/// The block `box` of the tensor `fqn` of the checkpoint `reader` reads
-/// (`index`: its index), as a new contiguous CPU tensor; checksums are
-/// checked where the file has them. Takes the HDF5 gate itself. Throws
-/// ChecksumError, FormatError or IoError naming the tensor.
-at::Tensor read_checked_block(ContainerReader& reader, const CheckpointIndex& index, const std::string& fqn,
-                              const ChunkStorageMetadata& box);
+/// The most an export reads at once: a piece is at most this many bytes, or
+/// one row where a row is larger.
+constexpr std::int64_t kExportPieceBytes = std::int64_t{64} << 20;
+
+/// A checkpoint opened by one process for an export (not collective): its
+/// index, and a reader of its tensors. HDF5 is not thread-safe: every HDF5
+/// call of it, closing included, is made under the HDF5 gate, however the
+/// export ends (an exception between reads included), and the gate is not
+/// held between reads, so that a progress callback may call h5dcp.
+class ExportSource {
+ public:
+  /// Reads the index and opens the file. Throws FormatError or IoError
+  /// naming it.
+  explicit ExportSource(const std::string& path);
+  /// Closes what is still open, under the gate. Never throws.
+  ~ExportSource();
+  ExportSource(const ExportSource&) = delete;
+  ExportSource& operator=(const ExportSource&) = delete;
+
+  const CheckpointIndex& index() const noexcept { return index_; }
+
+  /// Reads `rows` (a block of whole rows) of the tensor `fqn` in order, in
+  /// pieces of whole rows of at most kExportPieceBytes (one row where a row
+  /// is larger: checksum slabs are whole rows, and a piece must not read a
+  /// slab again for each part of it), and hands each to `use` with its box,
+  /// as a contiguous CPU tensor, checked against the checkpoint's checksums
+  /// where the file has them. Memory holds one piece (and one checksum
+  /// slab) at a time. Throws ChecksumError, FormatError or IoError naming
+  /// the tensor; whatever `use` throws.
+  void read_in_pieces(const std::string& fqn, const ChunkStorageMetadata& rows,
+                      const std::function<void(const ChunkStorageMetadata& piece, const at::Tensor& bytes)>& use);
+
+  /// Closes the file now. Throws IoError when closing fails.
+  void close();
+
+ private:
+  at::Tensor read_checked(const TensorStorageMetadata& storage, const std::string& fqn,
+                          const ChunkStorageMetadata& box);
+
+  CheckpointIndex index_;
+  std::optional<ContainerReader> reader_;
+};
 
 /// Creates the file `path` (which must not exist), writes `bytes` into it and
 /// fsyncs it: an export's small files (an index, DCP's .metadata). Throws

@@ -52,8 +52,6 @@ using detail::Shape;
 
 constexpr char kMetadataKey[] = "__metadata__";
 constexpr char kIndexName[] = "model.safetensors.index.json";
-// The most a rank holds at once: larger blocks are read and written in slabs.
-constexpr std::int64_t kExportSlabBytes = std::int64_t{64} << 20;
 
 struct Entry {
   std::string fqn;
@@ -286,13 +284,7 @@ std::vector<detail::RowPiece> pieces_of(const Layout& layout, std::int64_t split
 void write_pieces(const std::string& src, const Layout& layout, const std::vector<detail::RowPiece>& pieces,
                   const ProgressCallback& progress) {
   if (pieces.empty()) return;
-  detail::CheckpointIndex index;
-  std::optional<detail::ContainerReader> reader;
-  {
-    detail::Hdf5Access access;
-    index = detail::read_container_index(src);
-    reader.emplace(src, MPI_COMM_NULL);
-  }
+  detail::ExportSource source(src);
   std::vector<detail::FileDescriptor> files(layout.temporary_files.size());
   Progress done;
   const auto piece_bytes = [&](const detail::RowPiece& p) {
@@ -308,18 +300,15 @@ void write_pieces(const std::string& src, const Layout& layout, const std::vecto
     const auto element = static_cast<std::int64_t>(dtype_size(e.dtype));
     std::vector<std::int64_t> inner(e.shape.size(), element);  // bytes of one step in each dimension
     for (std::size_t d = e.shape.size(); d-- > 1;) inner[d - 1] = inner[d] * e.shape[d];
-    Shape sizes = e.shape;
-    if (!sizes.empty()) sizes[0] = p.rows;
-    for (auto slab : detail::split_block(sizes, element, kExportSlabBytes)) {
-      if (!slab.offsets.empty()) slab.offsets[0] += p.row;
-      std::uint64_t at = e.offset;
-      for (std::size_t d = 0; d < slab.offsets.size(); ++d)
-        at += static_cast<std::uint64_t>(slab.offsets[d] * inner[d]);
-      const auto block = detail::read_checked_block(*reader, index, e.fqn, slab);
-      const auto n = static_cast<std::size_t>(detail::volume(slab.sizes) * element);
-      if (const int error = detail::pwrite_fully(fd.get(), block.data_ptr(), n, at))
-        throw IoError("h5dcp: writing '" + layout.temporary_files[e.shard] + "' failed: " + std::strerror(error));
-    }
+    source.read_in_pieces(
+        e.fqn, detail::rows_box(e.shape, p), [&](const ChunkStorageMetadata& box, const at::Tensor& block) {
+          std::uint64_t at = e.offset;
+          for (std::size_t d = 0; d < box.offsets.size(); ++d)
+            at += static_cast<std::uint64_t>(box.offsets[d] * inner[d]);
+          if (const int error =
+                  detail::pwrite_fully(fd.get(), block.data_ptr(), static_cast<std::size_t>(block.nbytes()), at))
+            throw IoError("h5dcp: writing '" + layout.temporary_files[e.shard] + "' failed: " + std::strerror(error));
+        });
     if (progress) {
       done.items_done += 1;
       done.bytes_done += piece_bytes(p);
@@ -330,8 +319,7 @@ void write_pieces(const std::string& src, const Layout& layout, const std::vecto
   for (std::size_t k = 0; k < files.size(); ++k)
     if (files[k] && ::fsync(files[k].get()) != 0)
       throw IoError("h5dcp: fsync of '" + layout.temporary_files[k] + "' failed: " + std::strerror(errno));
-  detail::Hdf5Access access;
-  reader->close();
+  source.close();
 }
 
 std::vector<std::string> publish(const std::string& dst, const Layout& layout) {

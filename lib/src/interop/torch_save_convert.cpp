@@ -33,15 +33,12 @@
 #include "h5dcp/error.hpp"
 #include "h5dcp/planner.hpp"
 #include "h5dcp/torch_save.hpp"
-#include "hdf5/container_reader.hpp"
-#include "hdf5/hdf5_access.hpp"
 #include "interop/export_files.hpp"
 #include "interop/indexed_convert.hpp"
 #include "interop/pickle_writer.hpp"
 #include "interop/source_files.hpp"
 #include "interop/torch_save_archive.hpp"
 #include "interop/torch_save_tree.hpp"
-#include "plan/row_split.hpp"
 #include "storage/file_descriptor.hpp"
 #include "torch/dtype_mapping.hpp"
 #include "torch/value_codec.hpp"
@@ -248,13 +245,8 @@ SaveResult torch_save_to_checkpoint(const std::string& src, const std::string& d
 
 void checkpoint_to_torch_save(const std::string& src, const std::string& dst,
                               const CheckpointToTorchSaveOptions& options) {
-  detail::CheckpointIndex index;
-  std::optional<detail::ContainerReader> reader;
-  {
-    detail::Hdf5Access access;  // HDF5 is not thread-safe: see hdf5/hdf5_gate.hpp
-    index = detail::read_container_index(src);
-    reader.emplace(src, MPI_COMM_NULL);
-  }
+  detail::ExportSource source(src);
+  const auto& index = source.index();
   const auto& metadata = index.metadata;
 
   FlatStateDict flat;
@@ -286,33 +278,25 @@ void checkpoint_to_torch_save(const std::string& src, const std::string& dst,
 
   detail::TorchSaveWriter writer(dst);
   writer.write_record("data.pkl", data.data(), data.size());
-  // Each record streamed in pieces of whole rows, which follow each other in
-  // the record: at most kConvertSlabBytes, or one row where a row is larger,
-  // because checksum slabs are whole rows and a piece must not read a slab
-  // for a part of it. What is held at once is one piece and one checksum
-  // slab, never a whole tensor; every slab is checked as it is read.
+  // Each record streamed in checked pieces of whole rows, which follow each
+  // other in the record: memory holds one piece, never a whole tensor.
   for (const auto& [fqn, storage] : records) {
     const auto& t = find_tensor_metadata(metadata, fqn);
-    const auto element = static_cast<std::int64_t>(dtype_size(t.properties.dtype));
-    const auto bytes = static_cast<std::uint64_t>(detail::volume(t.size) * element);
-    const auto piece_bytes = std::max(kConvertSlabBytes, detail::row_bytes(t.size, element));
-    writer.begin_record("data/" + storage->key, bytes);
-    for (const auto& slab : detail::split_block(t.size, element, piece_bytes)) {
-      const auto block = detail::read_checked_block(*reader, index, fqn, slab);
-      writer.append_record(block.data_ptr(), static_cast<std::size_t>(block.nbytes()));
-    }
+    const auto bytes = detail::volume(t.size) * static_cast<std::int64_t>(dtype_size(t.properties.dtype));
+    writer.begin_record("data/" + storage->key, static_cast<std::uint64_t>(bytes));
+    source.read_in_pieces(fqn, {detail::Shape(t.size.size(), 0), t.size},
+                          [&](const ChunkStorageMetadata&, const at::Tensor& piece) {
+                            writer.append_record(piece.data_ptr(), static_cast<std::size_t>(piece.nbytes()));
+                          });
     writer.end_record();
     if (options.progress) {
       progress.items_done += 1;
-      progress.bytes_done += static_cast<std::int64_t>(bytes);
+      progress.bytes_done += bytes;
       progress.current = fqn;
       options.progress(progress);
     }
   }
-  {
-    detail::Hdf5Access access;
-    reader->close();
-  }
+  source.close();
   writer.commit();
 }
 

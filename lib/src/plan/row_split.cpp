@@ -10,6 +10,15 @@ std::int64_t row_bytes(const Shape& shape, std::int64_t element_bytes) {
   return bytes;
 }
 
+ChunkStorageMetadata rows_box(const Shape& shape, const RowPiece& piece) {
+  ChunkStorageMetadata box{Shape(shape.size(), 0), shape};
+  if (!shape.empty()) {
+    box.offsets[0] = piece.row;
+    box.sizes[0] = piece.rows;
+  }
+  return box;
+}
+
 std::vector<RowPiece> split_rows(const std::vector<RowSplitTensor>& tensors, std::int64_t split_min_bytes, int ranks) {
   std::vector<std::int64_t> load(static_cast<std::size_t>(std::max(ranks, 1)), 0);
   std::vector<RowPiece> pieces;

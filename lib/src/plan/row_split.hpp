@@ -32,6 +32,10 @@ struct RowPiece {
 /// Bytes of one row of `shape` (of the whole tensor when it is 0-d).
 std::int64_t row_bytes(const Shape& shape, std::int64_t element_bytes);
 
+/// The box of `piece`'s rows in a tensor of `shape`: rows [row, row + rows)
+/// and every other dimension whole; the whole tensor when it is 0-d.
+ChunkStorageMetadata rows_box(const Shape& shape, const RowPiece& piece);
+
 /// The pieces of every tensor, in input order; empty tensors have none.
 std::vector<RowPiece> split_rows(const std::vector<RowSplitTensor>& tensors, std::int64_t split_min_bytes, int ranks);
 
