@@ -732,8 +732,13 @@ prose = [
     "  all-collective metadata operations, fixed-length string attributes. Kept: no",
     "  access/modification times on datasets, independent writes for single-writer tensors.",
     "- **Async saves.** The caller is blocked for the collective plan and the copy of its blocks",
-    "  into the pre-touched, reused staging memory; the background thread checksums the staged",
-    "  bytes and writes them. The row \"memory copy of the shards\" is that copy alone",
+    "  into the pre-touched, reused staging memory; the background thread then creates the file,",
+    "  checksums the staged bytes and writes them. When every rank's blocks fit the staging memory",
+    "  whole, the background thread starts only once the copy is done: it used to create the file",
+    "  beside the copy (HDF5 and MPI-IO work on every rank, MPI polling while it waits), and on",
+    "  this machine's two cores the copy lost its core to it for part of the time. In trial runs",
+    "  before it was kept the blocking time came down to about the bare copy's; the save then",
+    "  becomes durable that much later, while the caller computes. The row \"memory copy of the shards\" is that copy alone",
     "  (at::Tensor::copy_ into touched memory, one thread per rank)"
     + (f": the blocking time is {s['async_blocking'] / s['staging_copy']:.2f} × that copy's. The"
        f" {100 * ASYNC_BLOCKING:g} % target assumes a save that is slow next to a memory copy (GPU to"
@@ -757,7 +762,11 @@ prose = [
     "  step, which leaves the CPU cores free for the copy. A CPU-bound step on a machine without",
     "  a core to spare shares its cores with the copy, and waits for it in effect. What is left",
     "  of the call is its collective steps (the settings, the directory, the staging memory, the",
-    "  plan or its reuse) and the hand-over. On this machine's two cores, shared by two ranks",
+    "  plan or its reuse) and the hand-over. A profile of the call (wall and thread CPU time",
+    "  between its steps) found half of it in two checks of the plan that listed every checksum",
+    "  slab of every rank's blocks only to add up their sizes; they now take the sizes alone, in",
+    "  one pass over the plan (`plan/block_writes`' `block_bytes_by_rank`), which also keeps a",
+    "  plan of many ranks from costing ranks × chunks. On this machine's two cores, shared by two ranks",
     "  each with a writer and a staging thread, the caller used to lose its core for a scheduler",
     "  slice right after waking the staging thread; the library's own threads now run as",
     "  SCHED_BATCH (`base/background_thread`), which gives up wakeup preemption, and the",

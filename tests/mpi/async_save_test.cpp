@@ -6,7 +6,8 @@
 // finishing with a save in flight; async_stage_and_save: the caller goes on
 // before its blocks are copied, the copy on a thread of its own, the state
 // dict kept alive by the save, a staging failure, the manager's; the
-// staging thread runs as background work (SCHED_BATCH).
+// staging thread runs as background work (SCHED_BATCH); the file is created
+// only once a caller's whole-block copy is done.
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -17,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "h5dcp/h5dcp.hpp"
 #include "test_support.hpp"
@@ -304,6 +306,42 @@ TEST_F(AsyncSave, StagingInTheBackgroundLetsTheCallerGoOnBeforeTheCopy) {
     expect_checkpoint_holds(path, 40);
     EXPECT_TRUE(verify_checkpoint(path).ok()) << path;
   }
+}
+
+// Records what the directory holds while the caller copies its blocks
+// (async_save resolves them in the caller's thread), after a pause long
+// enough for a background thread to have created the file.
+class SlowCopyPlanner : public DefaultSavePlanner {
+ public:
+  explicit SlowCopyPlanner(const test::TempDir& dir) : dir_(dir) {}
+  at::Tensor resolve_tensor(const PlannedTensor& tensor, const PlannedChunk& chunk) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto entries = dir_.entries();
+    seen_.insert(seen_.end(), entries.begin(), entries.end());
+    return DefaultSavePlanner::resolve_tensor(tensor, chunk);
+  }
+  const std::vector<std::string>& seen() const { return seen_; }
+
+ private:
+  const test::TempDir& dir_;
+  std::vector<std::string> seen_;
+};
+
+// When the caller copies every block whole, nothing of the save runs beside
+// the copy: the file (its temporary sibling) is created once every rank's
+// copy is done, so the copy has the cores to itself while the caller is
+// blocked. It is still written and published as before.
+TEST_F(AsyncSave, TheFileIsCreatedOnlyOnceTheCallersCopyIsDone) {
+  test::TempDir dir;
+  SlowCopyPlanner planner(dir);
+  auto options = test::staging_of(1 << 20);  // every rank's blocks whole
+  options.planner = &planner;
+  const auto path = dir.file("c.h5");
+  auto future = async_save(training_state(test::world_rank(), test::world_size(), 42), path, options);
+  EXPECT_EQ(planner.seen(), std::vector<std::string>{});
+  future.get();
+  expect_checkpoint_holds(path, 42);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"c.h5"});
 }
 
 // A Stateful whose state_dict() makes new tensors each time: only the save

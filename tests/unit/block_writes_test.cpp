@@ -49,6 +49,25 @@ TEST(BlockWrites, EachRankGetsItsBlocksInPlanOrderWithTheirSlabs) {
   EXPECT_TRUE(blocks_written_by(plan, 2).empty());
 }
 
+// The sizes alone, for every rank in one pass: those of the rank's blocks.
+TEST(BlockWrites, BlockBytesByRankAreEachRanksBlocksInOrder) {
+  auto plan = two_rank_plan();
+  // A third rank that writes nothing, and a chunk of "a" moved to rank 1 so
+  // that a rank writes two blocks of one tensor.
+  plan.world_size = 3;
+  plan.tensors[0].chunks.push_back(PlannedChunk{{{600, 0}, {0, 1024}}, 1, 0});
+  const auto by_rank = block_bytes_by_rank(plan);
+  ASSERT_EQ(by_rank.size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) {
+    std::vector<std::int64_t> expected;
+    for (const auto& block : blocks_written_by(plan, rank)) expected.push_back(block.bytes);
+    EXPECT_EQ(by_rank[static_cast<std::size_t>(rank)], expected) << "rank " << rank;
+  }
+  EXPECT_EQ(by_rank[0], (std::vector<std::int64_t>{300 * 1024 * 4, 8}));
+  EXPECT_EQ(by_rank[1], (std::vector<std::int64_t>{300 * 1024 * 4, 0, 0}));
+  EXPECT_TRUE(by_rank[2].empty());
+}
+
 TEST(BlockWrites, StreamedAndWholeChecksumsAgreeAndPinTheDamagedSlab) {
   const auto plan = two_rank_plan();
   const auto block = blocks_written_by(plan, 1)[0];

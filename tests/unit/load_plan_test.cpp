@@ -145,5 +145,20 @@ TEST(ChecksumLayout, SlabsAreCountedWithoutBeingListed) {
   EXPECT_EQ(checksum_slab_count({{0}, {std::int64_t{1} << 62}}, 1), std::int64_t{1} << 62);
 }
 
+// The slabs' bytes, computed without listing them, are those of the listed
+// slabs: every chunk shape a save meets (rows, a 0-d value, an empty chunk).
+TEST(ChecksumLayout, SlabBytesAreThoseOfTheListedSlabs) {
+  const std::vector<ChunkStorageMetadata> chunks{{{0, 0}, {10, 3}}, {{4, 2}, {7, 5}}, {{6}, {9}},
+                                                 {{}, {}},          {{0, 0}, {0, 3}}, {{2, 0, 1}, {5, 2, 3}}};
+  for (const auto& chunk : chunks)
+    for (const std::int64_t rows : {1, 2, 3, 4, 10, 11})
+      for (const std::int64_t element : {1, 2, 8}) {
+        std::vector<std::int64_t> listed;
+        for (const auto& slab : checksum_slabs(chunk, rows)) listed.push_back(volume(slab.sizes) * element);
+        EXPECT_EQ(checksum_slab_bytes(chunk, rows, element), listed)
+            << chunk.sizes.size() << "-d chunk, " << rows << " rows, element " << element;
+      }
+}
+
 }  // namespace
 }  // namespace h5dcp::detail

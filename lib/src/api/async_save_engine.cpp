@@ -57,6 +57,7 @@ struct Job {
   // io_mode. Otherwise blocks stream through staging, written independently.
   bool whole_blocks = false;
   bool fits_staging = false;  // this rank's pieces all fit the staging memory at once
+  bool caller_stages = true;  // async_save: the caller copies before it returns
   std::promise<SaveResult> promise;
   std::promise<void> staged;  // this rank's tensors are free again
   CallerWork caller_work;     // where the caller's GPU work stood when it called
@@ -76,14 +77,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 // Whether every rank's blocks, staged whole one after another, fit `ring`
-// at once. Every rank computes the same answer from the global plan.
+// at once. Every rank computes the same answer from the global plan, in one
+// pass over it: this runs while the caller is blocked.
 bool every_rank_fits_whole(const GlobalSavePlan& plan, const StagingRing& ring) {
-  for (int rank = 0; rank < plan.world_size; ++rank) {
-    std::vector<std::int64_t> sizes;
-    for (const auto& block : blocks_written_by(plan, rank))
-      if (block.bytes > 0) sizes.push_back(block.bytes);
+  for (const auto& sizes : block_bytes_by_rank(plan))
     if (!ring.fits_at_once(sizes)) return false;
-  }
   return true;
 }
 
@@ -184,6 +182,14 @@ struct AsyncSaveEngine::Impl {
 
   void write_job(Job& j) {
     try {
+      // When the caller copies every block whole before it returns
+      // (async_save), the save, creating the file included, starts once the
+      // copy is done: creating the file is tens of milliseconds of HDF5 and
+      // MPI-IO work (MPI polls while it waits) on every rank, which took
+      // cores from the copy while the caller was blocked. The choice is the
+      // same on every rank (the plan and the call decide it), so no rank
+      // waits in the collective create for one still copying.
+      if (j.whole_blocks && j.caller_stages) wait_staging_done();
       const auto& comm = j.session->comm();
       write_and_publish(comm, j.plan, j.path, [&](ContainerWriter& writer) {
         return j.whole_blocks ? write_whole(j, writer) : write_streamed(j, writer);
@@ -364,6 +370,7 @@ StagedSave AsyncSaveEngine::start(std::unique_ptr<CheckpointSession> session, co
   job->io_mode = options.io_mode;
   job->blocks = blocks_written_by(job->plan, comm.rank());
   job->whole_blocks = every_rank_fits_whole(job->plan, impl.ring);
+  job->caller_stages = !stage_in_background;
   // Streamed pieces are at most half the staging memory, so one can be
   // written while the next is copied.
   const auto piece_limit =

@@ -1,5 +1,7 @@
 #include "plan/block_writes.hpp"
 
+#include <algorithm>
+
 #include "h5dcp/dtype.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "plan/staging_pieces.hpp"
@@ -17,7 +19,7 @@ BlockWrite block_write(const GlobalSavePlan& plan, std::size_t tensor, std::size
   // Slab size depends on the whole tensor's size (see checksum_layout.hpp):
   // every writer of a tensor cuts its blocks the same way.
   block.slab_rows = checksum_slab_rows(box, element, volume(t.global_shape) * element);
-  block.slab_bytes = slab_bytes(checksum_slabs(box, block.slab_rows), element);
+  block.slab_bytes = checksum_slab_bytes(box, block.slab_rows, element);
   return block;
 }
 
@@ -27,6 +29,17 @@ std::vector<BlockWrite> blocks_written_by(const GlobalSavePlan& plan, int rank) 
     for (std::size_t k = 0; k < plan.tensors[t].chunks.size(); ++k)
       if (plan.tensors[t].chunks[k].writer == rank) blocks.push_back(block_write(plan, t, k));
   return blocks;
+}
+
+std::vector<std::vector<std::int64_t>> block_bytes_by_rank(const GlobalSavePlan& plan) {
+  std::vector<std::vector<std::int64_t>> bytes(static_cast<std::size_t>(std::max(plan.world_size, 0)));
+  for (const auto& t : plan.tensors) {
+    const auto element = static_cast<std::int64_t>(dtype_size(t.dtype));
+    for (const auto& c : t.chunks)
+      if (c.writer >= 0 && c.writer < plan.world_size)
+        bytes[static_cast<std::size_t>(c.writer)].push_back(volume(c.chunk.sizes) * element);
+  }
+  return bytes;
 }
 
 SlabHasher block_hasher(const BlockWrite& block) { return SlabHasher(block.slab_bytes); }

@@ -30,6 +30,11 @@ BlockWrite block_write(const GlobalSavePlan& plan, std::size_t tensor, std::size
 /// blocks included: they have no slabs and no bytes).
 std::vector<BlockWrite> blocks_written_by(const GlobalSavePlan& plan, int rank);
 
+/// The bytes of every block each rank writes (index: rank), in the order
+/// blocks_written_by gives them, zero-volume blocks included: one pass over
+/// the plan, with no slab layout, for the checks that need only sizes.
+std::vector<std::vector<std::int64_t>> block_bytes_by_rank(const GlobalSavePlan& plan);
+
 /// A hasher fed with the block's bytes in order, slab after slab.
 SlabHasher block_hasher(const BlockWrite& block);
 

@@ -33,10 +33,15 @@ std::int64_t checksum_slab_count(const ChunkStorageMetadata& chunk, std::int64_t
   return (chunk.sizes[0] - 1) / rows + 1;
 }
 
-std::vector<std::int64_t> slab_bytes(const std::vector<ChunkStorageMetadata>& slabs, std::int64_t element_size) {
+std::vector<std::int64_t> checksum_slab_bytes(const ChunkStorageMetadata& chunk, std::int64_t rows,
+                                              std::int64_t element_size) {
+  if (volume(chunk.sizes) == 0) return {};
+  if (chunk.sizes.empty()) return {element_size};
+  const auto row_bytes = element_size * volume(Shape(chunk.sizes.begin() + 1, chunk.sizes.end()));
   std::vector<std::int64_t> bytes;
-  bytes.reserve(slabs.size());
-  for (const auto& s : slabs) bytes.push_back(volume(s.sizes) * element_size);
+  bytes.reserve(static_cast<std::size_t>(checksum_slab_count(chunk, rows)));
+  for (std::int64_t start = 0; start < chunk.sizes[0]; start += rows)
+    bytes.push_back(std::min(rows, chunk.sizes[0] - start) * row_bytes);
   return bytes;
 }
 

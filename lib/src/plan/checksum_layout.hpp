@@ -42,7 +42,10 @@ struct TensorChecksums {
 /// a 0-d one, else ceil(rows of the chunk / rows). `rows` must be positive.
 std::int64_t checksum_slab_count(const ChunkStorageMetadata& chunk, std::int64_t rows);
 
-/// Bytes of each slab.
-std::vector<std::int64_t> slab_bytes(const std::vector<ChunkStorageMetadata>& slabs, std::int64_t element_size);
+/// Bytes of each slab checksum_slabs(chunk, rows) makes, in order, computed
+/// without making the slabs (a save computes them for every block it writes,
+/// in the time an async save's caller is blocked).
+std::vector<std::int64_t> checksum_slab_bytes(const ChunkStorageMetadata& chunk, std::int64_t rows,
+                                              std::int64_t element_size);
 
 }  // namespace h5dcp::detail
