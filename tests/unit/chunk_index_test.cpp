@@ -381,3 +381,40 @@ TEST(ChunkIndex, NoChunks) {
 
 }  // namespace
 }  // namespace h5dcp::detail
+
+namespace h5dcp::detail {
+namespace {
+
+// Whether two non-empty chunks overlap, found by testing every pair.
+bool any_pair_overlaps(const Boxes& chunks) {
+  for (std::size_t i = 0; i < chunks.size(); ++i)
+    for (std::size_t j = i + 1; j < chunks.size(); ++j)
+      if (volume(chunks[i].sizes) > 0 && volume(chunks[j].sizes) > 0 && intersect(chunks[i], chunks[j])) return true;
+  return false;
+}
+
+TEST(FindOverlap, AgreesWithEveryPairTestedAndNamesTheSamePairWhateverTheOrder) {
+  Rng rng(2026);
+  for (int trial = 0; trial < 200; ++trial) {
+    const auto dims = static_cast<std::size_t>(uniform(rng, 1, 3));
+    const auto global = random_shape(rng, dims, 12);
+    auto chunks = guillotine(rng, global, static_cast<std::size_t>(uniform(rng, 2, 30)));
+    if (trial % 3 == 0) add_empty_chunks(rng, global, chunks, 3);
+    // Every other trial, one more box somewhere: usually an overlap.
+    if (trial % 2 == 1) chunks.push_back(random_box(rng, global));
+    const auto found = find_overlap("t", chunks);
+    ASSERT_EQ(found.has_value(), any_pair_overlaps(chunks)) << "trial " << trial;
+    std::shuffle(chunks.begin(), chunks.end(), rng);
+    EXPECT_EQ(find_overlap("t", chunks), found) << "trial " << trial;
+    if (found) EXPECT_EQ(found->rfind("shards of 't' overlap: [", 0), 0U) << *found;
+  }
+}
+
+TEST(FindOverlap, NamesTheFirstOverlappingPairAndIgnoresEmptyChunks) {
+  const Boxes chunks{{{4}, {4}}, {{2}, {0}}, {{0}, {3}}, {{2}, {3}}};
+  EXPECT_EQ(find_overlap("w", chunks), "shards of 'w' overlap: [0:3] and [2:5]");
+  EXPECT_EQ(find_overlap("w", Boxes{{{0}, {2}}, {{1}, {0}}, {{2}, {2}}}), std::nullopt);
+}
+
+}  // namespace
+}  // namespace h5dcp::detail

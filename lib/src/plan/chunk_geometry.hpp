@@ -55,7 +55,7 @@ void check_exact_tiling(const std::string& fqn, const Shape& global, const std::
 
 /// The first two of `chunks` (all of one rank) that overlap, described
 /// ("shards of 'w' overlap: [0:2] and [1:3]"), or nullopt when none do.
-std::optional<std::string> find_overlap(const std::string& fqn, std::vector<ChunkStorageMetadata> chunks);
+std::optional<std::string> find_overlap(const std::string& fqn, const std::vector<ChunkStorageMetadata>& chunks);
 
 /// The same check, for chunks read from a file (where a duplicate is an
 /// overlap): what is wrong ("shards of 'w' overlap: [0:2] and [1:3]"), or

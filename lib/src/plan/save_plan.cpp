@@ -212,8 +212,15 @@ GlobalSavePlan create_global_save_plan(const std::vector<SavePlan>& local_plans)
   for (const auto& [fqn, kind] : containers) plan.containers.emplace_back(fqn, kind.first);
   WriterBalancer balancer(local_plans.size());
 
-  // The holders of each planned chunk, parallel to plan.tensors[i].chunks.
-  std::vector<std::vector<std::vector<Holder>>> chunk_holders;
+  // The holders of each planned chunk: one flat list per tensor, chunk c's
+  // holders at [first[c], first[c + 1]). A vector per chunk cost an
+  // allocation for each of a million chunks at 1,024 ranks x 1,000 tensors.
+  struct TensorHolders {
+    std::vector<Holder> holders;
+    std::vector<std::size_t> first;
+  };
+  std::vector<TensorHolders> chunk_holders;
+  std::vector<ChunkStorageMetadata> boxes;
   for (auto& leaf : leaves) {
     const auto& first = leaf.first();
     if (first.type == WriteItemType::Value) {
@@ -222,14 +229,19 @@ GlobalSavePlan create_global_save_plan(const std::vector<SavePlan>& local_plans)
     }
     const std::string fqn(leaf.fqn);
     // Identical blocks (replicas) side by side, in rank order among them.
-    std::stable_sort(leaf.held.begin(), leaf.held.end(),
-                     [](const Held& a, const Held& b) { return a.item->chunk.offsets < b.item->chunk.offsets; });
+    // Usually sorted already (ranks hold consecutive blocks in rank order):
+    // checking is one pass, the sort touches every item's offsets n log n
+    // times.
+    const auto by_offsets = [](const Held& a, const Held& b) { return a.item->chunk.offsets < b.item->chunk.offsets; };
+    if (!std::is_sorted(leaf.held.begin(), leaf.held.end(), by_offsets))
+      std::stable_sort(leaf.held.begin(), leaf.held.end(), by_offsets);
     PlannedTensor t{fqn, first.dtype, first.global_shape, first.type == WriteItemType::Shard, {}};
-    std::vector<ChunkStorageMetadata> boxes;
+    boxes.clear();
     auto& holders = chunk_holders.emplace_back();
+    holders.holders.reserve(leaf.held.size());
     for (std::size_t i = 0; i < leaf.held.size();) {
       const auto& box = leaf.held[i].item->chunk;
-      auto& these = holders.emplace_back();
+      holders.first.push_back(holders.holders.size());
       std::size_t j = i;
       for (; j < leaf.held.size() && leaf.held[j].item->chunk.offsets == box.offsets; ++j) {
         const auto& h = leaf.held[j];
@@ -239,12 +251,14 @@ GlobalSavePlan create_global_save_plan(const std::vector<SavePlan>& local_plans)
           throw UsageError("h5dcp: shards of '" + fqn + "' overlap: " + describe_box(box) + " and " +
                            describe_box(h.item->chunk) + " (ranks " + ranks_text(ranks) + ")");
         }
-        these.push_back({h.rank, h.item->index.index.value_or(0)});
+        holders.holders.push_back({h.rank, h.item->index.index.value_or(0)});
       }
+      const auto& writer = holders.holders[holders.first.back()];
       boxes.push_back(box);
-      t.chunks.push_back(PlannedChunk{{}, these.front().rank, these.front().shard_index});
+      t.chunks.push_back(PlannedChunk{{}, writer.rank, writer.shard_index});
       i = j;
     }
+    holders.first.push_back(holders.holders.size());
     check_exact_tiling(fqn, t.global_shape, boxes);
     for (std::size_t c = 0; c < boxes.size(); ++c) t.chunks[c].chunk = std::move(boxes[c]);
     plan.tensors.push_back(std::move(t));
@@ -253,14 +267,16 @@ GlobalSavePlan create_global_save_plan(const std::vector<SavePlan>& local_plans)
   // Balance only once every vector is final: the callbacks hold references.
   for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
     auto& t = plan.tensors[i];
+    const auto& holders = chunk_holders[i];
     for (std::size_t c = 0; c < t.chunks.size(); ++c) {
       auto& chunk = t.chunks[c];
       const auto bytes = chunk_bytes(t, chunk);
-      auto& these = chunk_holders[i][c];
-      if (these.size() == 1)
+      const auto begin = holders.holders.begin() + static_cast<std::ptrdiff_t>(holders.first[c]);
+      const auto end = holders.holders.begin() + static_cast<std::ptrdiff_t>(holders.first[c + 1]);
+      if (end - begin == 1)
         balancer.fixed(chunk.writer, bytes);
       else
-        balancer.shared(bytes, std::move(these), [&chunk](const Holder& h) {
+        balancer.shared(bytes, std::vector<Holder>(begin, end), [&chunk](const Holder& h) {
           chunk.writer = h.rank;
           chunk.writer_shard_index = h.shard_index;
         });
