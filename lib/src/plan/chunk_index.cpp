@@ -45,27 +45,32 @@ ChunkIndex::ChunkIndex(const std::vector<ChunkStorageMetadata>& chunks) : count_
     if (!is_empty(chunks[i])) non_empty_.push_back(static_cast<std::uint32_t>(i));
   if (dims_ == 0 || non_empty_.empty()) return;
 
-  bounds_.resize(2 * chunks.size() * dims_);
+  // Chunk i, dimension d: [start, end) at bounds[2 * (i * dims_ + d)].
+  std::vector<std::int64_t> bounds(2 * chunks.size() * dims_);
   for (std::size_t i = 0; i < chunks.size(); ++i)
     for (std::size_t d = 0; d < dims_; ++d) {
-      bounds_[2 * (i * dims_ + d)] = chunks[i].offsets[d];
-      bounds_[2 * (i * dims_ + d) + 1] = chunks[i].offsets[d] + chunks[i].sizes[d];
+      bounds[2 * (i * dims_ + d)] = chunks[i].offsets[d];
+      bounds[2 * (i * dims_ + d) + 1] = chunks[i].offsets[d] + chunks[i].sizes[d];
     }
 
   axes_.resize(dims_);
   for (std::size_t d = 0; d < dims_; ++d) {
     Axis& axis = axes_[d];
-    const auto start = [&](std::uint32_t i) { return bounds_[2 * (i * dims_ + d)]; };
+    const auto start = [&](std::uint32_t i) { return bounds[2 * (i * dims_ + d)]; };
     axis.order = non_empty_;
     std::stable_sort(axis.order.begin(), axis.order.end(),
                      [&](std::uint32_t a, std::uint32_t b) { return start(a) < start(b); });
     axis.starts.reserve(axis.order.size());
     axis.max_ends.reserve(axis.order.size());
+    axis.bounds.reserve(axis.order.size() * 2 * dims_);
     std::int64_t max_end = std::numeric_limits<std::int64_t>::min();
     for (const auto i : axis.order) {
       axis.starts.push_back(start(i));
-      max_end = std::max(max_end, bounds_[2 * (i * dims_ + d) + 1]);
+      max_end = std::max(max_end, bounds[2 * (i * dims_ + d) + 1]);
       axis.max_ends.push_back(max_end);
+      const auto at = static_cast<std::ptrdiff_t>(2 * std::size_t{i} * dims_);
+      axis.bounds.insert(axis.bounds.end(), bounds.begin() + at,
+                         bounds.begin() + at + static_cast<std::ptrdiff_t>(2 * dims_));
     }
     axis.first_start = axis.starts.front();
     axis.last_start = axis.starts.back();
@@ -159,13 +164,25 @@ void ChunkIndex::overlaps(const ChunkStorageMetadata& box, std::vector<ChunkOver
   }
   const Axis& axis = axes_[best];
   if (out.capacity() < best_last - best_first) out.reserve(best_last - best_first);
-  for (std::size_t k = best_first; k < best_last; ++k) {
-    const std::size_t i = axis.order[k];
-    const std::int64_t* b = &bounds_[2 * i * dims_];
+  // The window's bounds lie side by side in the axis's order, so the scan
+  // reads memory in sequence; each overlap's intersection is written as it is
+  // found, in place (intersect() returns a new box, grown element by element,
+  // and allocating it made queries twice as slow at 1,024 ranks).
+  const std::int64_t* b = &axis.bounds[2 * best_first * dims_];
+  for (std::size_t k = best_first; k < best_last; ++k, b += 2 * dims_) {
     bool meets = true;
     for (std::size_t d = 0; meets && d < dims_; ++d)
       meets = b[2 * d] < box.offsets[d] + box.sizes[d] && box.offsets[d] < b[2 * d + 1];
-    if (meets) record(i);
+    if (!meets) continue;
+    record(axis.order[k]);
+    auto& common = out[found - 1].intersection;
+    common.offsets.resize(dims_);
+    common.sizes.resize(dims_);
+    for (std::size_t d = 0; d < dims_; ++d) {
+      const auto lo = std::max(b[2 * d], box.offsets[d]);
+      common.offsets[d] = lo;
+      common.sizes[d] = std::min(b[2 * d + 1], box.offsets[d] + box.sizes[d]) - lo;
+    }
   }
   out.resize(found);
 
@@ -173,21 +190,6 @@ void ChunkIndex::overlaps(const ChunkStorageMetadata& box, std::vector<ChunkOver
   // order, which is usually the same (chunks listed by rank, ranks in order).
   const auto by_chunk = [](const ChunkOverlap& a, const ChunkOverlap& b) { return a.chunk < b.chunk; };
   if (!std::is_sorted(out.begin(), out.end(), by_chunk)) std::sort(out.begin(), out.end(), by_chunk);
-
-  // The intersections, as intersect() computes them, written in place:
-  // intersect() returns a new box, grown element by element, and allocating
-  // it made queries twice as slow at 1,024 ranks (apps/h5dcp_plan_bench.cpp).
-  for (auto& o : out) {
-    auto& common = o.intersection;
-    common.offsets.resize(dims_);
-    common.sizes.resize(dims_);
-    const std::int64_t* b = &bounds_[2 * o.chunk * dims_];
-    for (std::size_t d = 0; d < dims_; ++d) {
-      const auto lo = std::max(b[2 * d], box.offsets[d]);
-      common.offsets[d] = lo;
-      common.sizes[d] = std::min(b[2 * d + 1], box.offsets[d] + box.sizes[d]) - lo;
-    }
-  }
 }
 
 }  // namespace h5dcp::detail

@@ -53,7 +53,7 @@ class ChunkIndex {
   /// must have the same rank; 0-d tensors have one chunk with empty offsets
   /// and sizes. Chunks with zero volume never overlap anything. Throws
   /// UsageError when a chunk's offsets and sizes, or two chunks, disagree on
-  /// the rank. O(D n log n) time, O(D n) memory.
+  /// the rank. O(D n log n) time, O(D^2 n) memory.
   explicit ChunkIndex(const std::vector<ChunkStorageMetadata>& chunks);
 
   /// Every chunk that intersects `box` (of the chunks' rank), with the
@@ -82,6 +82,12 @@ class ChunkIndex {
     std::vector<std::uint32_t> order;    ///< non-empty chunk indices by start
     std::vector<std::int64_t> starts;    ///< their starts along the dimension
     std::vector<std::int64_t> max_ends;  ///< running maximum of their ends
+    /// Their bounds in this order: entry k, dimension d at
+    /// bounds[2 * (k * dims_ + d)] (start, then end). A copy per dimension
+    /// (D^2 n values, not D n): a query scans its window in sequence, where
+    /// one shared array indexed by chunk made a column's window of a
+    /// row-major grid a cache miss per chunk.
+    std::vector<std::int64_t> bounds;
     // starts and max_ends at both ends: most queries of an uncut dimension
     // (every chunk spans it) or at the edge of the tensor need no search.
     std::int64_t first_start = 0;
@@ -98,8 +104,6 @@ class ChunkIndex {
 
   std::size_t dims_ = 0;
   std::size_t count_ = 0;
-  /// Chunk i, dimension d: start at bounds_[2 * (i * dims_ + d)], end next to it.
-  std::vector<std::int64_t> bounds_;
   std::vector<std::uint32_t> non_empty_;  ///< chunks with a non-zero volume
   std::vector<Axis> axes_;                ///< one per dimension
 };
