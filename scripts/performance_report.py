@@ -629,9 +629,17 @@ def cold_text():
                  f" {COLD_VS_DCP:g} × its speed would be {COLD_VS_DCP / disk:.2f} × the speed at which this disk"
                  " reads the bytes cold" + (", faster than the disk." if COLD_VS_DCP / disk > 1 else "."))
     if "load_cold_no_readahead" in s:
+        with_hints = h.get("seconds", {}).get("load_cold", [])
+        without = h.get("seconds", {}).get("load_cold_no_readahead", [])
         text += (f" Without the read-ahead hints the same-sharding cold load took {s['load_cold_no_readahead']:.3f} s;"
-                 " its blocks are longer than the hints' window, which leaves them to the kernel either way, so"
-                 " the two rows differ by the disk's noise alone.")
+                 " its blocks are longer than the hints' window, which leaves them to the kernel either way.")
+        if with_hints and without:
+            overlap = max(min(with_hints), min(without)) <= min(max(with_hints), max(without))
+            text += (" The two rows' repetitions overlap (the hints made no difference beyond the disk's noise)."
+                     if overlap else
+                     f" The two rows' repetitions do not overlap ({min(with_hints):.3f}–{max(with_hints):.3f} s"
+                     f" with the hints, {min(without):.3f}–{max(without):.3f} s without): this run's cold reads"
+                     " differed by more than the disk's noise, and the reason was not measured.")
     return text
 
 
@@ -736,8 +744,7 @@ prose = [
     "  checksums the staged bytes and writes them. When every rank's blocks fit the staging memory",
     "  whole, the background thread starts only once the copy is done: it used to create the file",
     "  beside the copy (HDF5 and MPI-IO work on every rank, MPI polling while it waits), and on",
-    "  this machine's two cores the copy lost its core to it for part of the time. In trial runs",
-    "  before it was kept the blocking time came down to about the bare copy's; the save then",
+    "  this machine's two cores the copy lost its core to it for part of the time. The save then",
     "  becomes durable that much later, while the caller computes. The row \"memory copy of the shards\" is that copy alone",
     "  (at::Tensor::copy_ into touched memory, one thread per rank)"
     + (f": the blocking time is {s['async_blocking'] / s['staging_copy']:.2f} × that copy's. The"

@@ -43,6 +43,7 @@ ExportSource::~ExportSource() {
 }
 
 void ExportSource::close() {
+  if (!reader_) return;  // closed already
   Hdf5Access access;
   reader_->close();
   reader_.reset();

@@ -48,7 +48,8 @@ class ExportSource {
   void read_in_pieces(const std::string& fqn, const ChunkStorageMetadata& rows,
                       const std::function<void(const ChunkStorageMetadata& piece, const at::Tensor& bytes)>& use);
 
-  /// Closes the file now. Throws IoError when closing fails.
+  /// Closes the file now; a second call does nothing. Throws IoError when
+  /// closing fails.
   void close();
 
  private:
