@@ -416,5 +416,12 @@ TEST(FindOverlap, NamesTheFirstOverlappingPairAndIgnoresEmptyChunks) {
   EXPECT_EQ(find_overlap("w", Boxes{{{0}, {2}}, {{1}, {0}}, {{2}, {2}}}), std::nullopt);
 }
 
+TEST(FlatBounds, GivesEachChunksStartAndEndPerDimensionInChunkOrder) {
+  const Boxes chunks{{{0, 2}, {3, 4}}, {{3, 0}, {0, 6}}, {{5, 1}, {2, 1}}};
+  EXPECT_EQ(flat_bounds(chunks, 2), (std::vector<std::int64_t>{0, 3, 2, 6, 3, 3, 0, 6, 5, 7, 1, 2}));
+  EXPECT_TRUE(flat_bounds(Boxes{{{}, {}}}, 0).empty());
+  EXPECT_TRUE(flat_bounds(Boxes{}, 3).empty());
+}
+
 }  // namespace
 }  // namespace h5dcp::detail

@@ -102,6 +102,16 @@ constexpr double kMaxUncoveredSearch = 1e8;
 
 }  // namespace
 
+std::vector<std::int64_t> flat_bounds(const std::vector<ChunkStorageMetadata>& chunks, std::size_t dims) {
+  std::vector<std::int64_t> bounds(2 * chunks.size() * dims);
+  for (std::size_t i = 0; i < chunks.size(); ++i)
+    for (std::size_t d = 0; d < dims; ++d) {
+      bounds[2 * (i * dims + d)] = chunks[i].offsets[d];
+      bounds[2 * (i * dims + d) + 1] = chunks[i].offsets[d] + chunks[i].sizes[d];
+    }
+  return bounds;
+}
+
 // The first overlapping pair, if any. A sweep along the dimension with the
 // most distinct start offsets keeps this near O(n log n) for the usual
 // shardings (rows, columns, grids) instead of comparing all pairs. It works
@@ -113,19 +123,12 @@ std::optional<std::string> find_overlap(const std::string& fqn, const std::vecto
   if (chunks.size() < 2 || chunks.front().offsets.empty()) return std::nullopt;
   const std::size_t dims = chunks.front().offsets.size();
   const std::size_t n = chunks.size();
-  // Chunk i, dimension d: [lo, hi) at bounds[2 * (i * dims + d)].
-  std::vector<std::int64_t> bounds(2 * n * dims);
+  const std::vector<std::int64_t> bounds = flat_bounds(chunks, dims);
   std::vector<std::size_t> order;
   order.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    bool empty = false;
-    for (std::size_t d = 0; d < dims; ++d) {
-      bounds[2 * (i * dims + d)] = chunks[i].offsets[d];
-      bounds[2 * (i * dims + d) + 1] = chunks[i].offsets[d] + chunks[i].sizes[d];
-      empty = empty || chunks[i].sizes[d] == 0;
-    }
-    if (!empty) order.push_back(i);  // an empty chunk overlaps nothing
-  }
+  for (std::size_t i = 0; i < n; ++i)  // an empty chunk overlaps nothing
+    if (std::none_of(chunks[i].sizes.begin(), chunks[i].sizes.end(), [](std::int64_t s) { return s == 0; }))
+      order.push_back(i);
   const auto lo = [&](std::size_t i, std::size_t d) { return bounds[2 * (i * dims + d)]; };
   const auto hi = [&](std::size_t i, std::size_t d) { return bounds[2 * (i * dims + d) + 1]; };
 

@@ -53,6 +53,13 @@ std::string describe_shape(const Shape& shape);
 /// element. `chunks` are unique (duplicates were merged by the caller).
 void check_exact_tiling(const std::string& fqn, const Shape& global, const std::vector<ChunkStorageMetadata>& chunks);
 
+/// The chunks' bounds in one flat array, for loops that test many boxes
+/// against each other: chunk i, dimension d, [start, end) at
+/// bounds[2 * (i * dims + d)]. A box of two vectors costs two pointer
+/// chases per test, and a million chunks are a million scattered blocks.
+/// Every chunk must have `dims` offsets and sizes.
+std::vector<std::int64_t> flat_bounds(const std::vector<ChunkStorageMetadata>& chunks, std::size_t dims);
+
 /// The first two of `chunks` (all of one rank) that overlap, described
 /// ("shards of 'w' overlap: [0:2] and [1:3]"), or nullopt when none do.
 std::optional<std::string> find_overlap(const std::string& fqn, const std::vector<ChunkStorageMetadata>& chunks);

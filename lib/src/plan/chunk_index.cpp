@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "h5dcp/error.hpp"
+#include "plan/chunk_geometry.hpp"
 
 namespace h5dcp::detail {
 
@@ -45,13 +46,7 @@ ChunkIndex::ChunkIndex(const std::vector<ChunkStorageMetadata>& chunks) : count_
     if (!is_empty(chunks[i])) non_empty_.push_back(static_cast<std::uint32_t>(i));
   if (dims_ == 0 || non_empty_.empty()) return;
 
-  // Chunk i, dimension d: [start, end) at bounds[2 * (i * dims_ + d)].
-  std::vector<std::int64_t> bounds(2 * chunks.size() * dims_);
-  for (std::size_t i = 0; i < chunks.size(); ++i)
-    for (std::size_t d = 0; d < dims_; ++d) {
-      bounds[2 * (i * dims_ + d)] = chunks[i].offsets[d];
-      bounds[2 * (i * dims_ + d) + 1] = chunks[i].offsets[d] + chunks[i].sizes[d];
-    }
+  const std::vector<std::int64_t> bounds = flat_bounds(chunks, dims_);
 
   axes_.resize(dims_);
   for (std::size_t d = 0; d < dims_; ++d) {
