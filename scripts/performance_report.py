@@ -692,9 +692,12 @@ def early_writeback_measured():
               f" write's time without it and {on / on_raw:.2f} × with it.")
     if off >= on:
         return f" In this run the save without it took {off:.3f} s against {on:.3f} s with it ({off / on:.2f} × the time)." + beside
+    save_spread = h_spread("save")
+    uneven = f" (the main save's repetitions took {save_spread} s)" if save_spread else ""
     return (f" In this run it did not pay: the save without it took {off:.3f} s against {on:.3f} s with it"
-            f" ({off / on:.2f} × the time), where earlier runs on this machine measured the opposite; it is"
-            " kept, and the question which disks it helps on is open." + beside)
+            f" ({off / on:.2f} × the time), where earlier runs on this machine measured the opposite. The knob's"
+            f" row is one run of a few repetitions, at another moment than the main save, and on a disk as"
+            f" uneven as this run's{uneven} one row does not settle it; the knob is kept." + beside)
 plan = next((w for st, _, w in traced.get("sync save", []) if st == "save:plan"), None)
 sync_worked = sum(w for _, _, w in traced.get("sync save", []))
 write_sync = sum(w for st, _, w in traced.get("sync save", []) if st in ("save:write", "save:sync"))
