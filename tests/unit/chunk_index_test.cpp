@@ -364,6 +364,49 @@ TEST(ChunkIndex, TestsOnlyTheChunksNearTheQuery) {
   EXPECT_EQ(by_cells.candidates({{130, 40}, {0, 20}}), 0u);
 }
 
+// Every query [a, b) between the chunks' edges (and one inside each): the
+// answer is brute force's and the window holds only the chunks it meets.
+void expect_exact_at_every_edge(const Boxes& chunks) {
+  const ChunkIndex index(chunks);
+  std::vector<std::int64_t> edges;
+  for (const auto& c : chunks) {
+    edges.push_back(c.offsets[0]);
+    edges.push_back(c.offsets[0] + c.sizes[0]);
+    edges.push_back(c.offsets[0] + 1);
+    edges.push_back(c.offsets[0] + c.sizes[0] - 1);
+  }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    for (std::size_t j = i + 1; j < edges.size(); ++j) {
+      const ChunkStorageMetadata q{{edges[i]}, {edges[j] - edges[i]}};
+      const auto want = brute_force(chunks, q);
+      ASSERT_EQ(index.overlaps(q), want) << "query " << describe_box(q);
+      // 1-d chunks that tile: the window is exactly the overlapping chunks.
+      ASSERT_EQ(index.candidates(q), want.size()) << "query " << describe_box(q);
+    }
+  }
+}
+
+TEST(ChunkIndex, StartsSpreadUnevenlyOrOverAHugeRangeAreFoundExactly) {
+  // Thin chunks packed at the start, then chunks of every width up to 10^15.
+  Boxes clustered;
+  std::int64_t at = 0;
+  for (int k = 0; k < 30; ++k, ++at) clustered.push_back({{at}, {1}});
+  for (const std::int64_t width : {7LL, 1000LL, 3LL, 1000000LL, 1LL, 1000000000000000LL, 2LL, 5LL})
+    for (int k = 0; k < 3; ++k, at += width) clustered.push_back({{at}, {width}});
+  expect_exact_at_every_edge(clustered);
+  if (HasFatalFailure()) return;
+  // Starts more than 2^62 apart: no arithmetic on the range may overflow.
+  Boxes wide;
+  at = 0;
+  for (int k = 0; k < 20; ++k, ++at) wide.push_back({{at}, {1}});
+  wide.push_back({{at}, {std::int64_t{1} << 62}});
+  at += std::int64_t{1} << 62;
+  for (int k = 0; k < 20; ++k, ++at) wide.push_back({{at}, {1}});
+  expect_exact_at_every_edge(wide);
+}
+
 TEST(ChunkIndex, RankMismatchesAreRefused) {
   EXPECT_THROW(ChunkIndex({{{0, 0}, {2, 2}}, {{0}, {2}}}), UsageError);
   EXPECT_THROW(ChunkIndex({{{0, 0}, {2}}}), UsageError);
@@ -406,7 +449,9 @@ TEST(FindOverlap, AgreesWithEveryPairTestedAndNamesTheSamePairWhateverTheOrder) 
     ASSERT_EQ(found.has_value(), any_pair_overlaps(chunks)) << "trial " << trial;
     std::shuffle(chunks.begin(), chunks.end(), rng);
     EXPECT_EQ(find_overlap("t", chunks), found) << "trial " << trial;
-    if (found) EXPECT_EQ(found->rfind("shards of 't' overlap: [", 0), 0U) << *found;
+    if (found) {
+      EXPECT_EQ(found->rfind("shards of 't' overlap: [", 0), 0U) << *found;
+    }
   }
 }
 
