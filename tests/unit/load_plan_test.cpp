@@ -135,6 +135,24 @@ TEST(ChunkGeometry, VolumesThatOverflowAreCaught) {
   EXPECT_THROW((void)volume({two32, two32}), UsageError);
 }
 
+// Zeros, negatives and overflow in every order give the same answers (both
+// functions test the sizes in one pass).
+TEST(ChunkGeometry, VolumesDoNotDependOnWhereAZeroANegativeOrAnOverflowComes) {
+  const std::int64_t two32 = std::int64_t{1} << 32;
+  EXPECT_EQ(checked_volume({two32, two32, 0}), 0);  // the zero after the overflow
+  EXPECT_EQ(checked_volume({two32, 0, two32}), 0);
+  EXPECT_EQ(checked_volume({0, -1}), std::nullopt);  // a negative wins over a zero
+  EXPECT_EQ(checked_volume({-1, 0}), std::nullopt);
+  EXPECT_EQ(checked_volume({two32, two32, -1}), std::nullopt);
+  EXPECT_EQ(checked_volume({3, 5, 7}), 105);
+  EXPECT_EQ(volume({}), 1);
+  EXPECT_EQ(volume({3, 5, 7}), 105);
+  EXPECT_EQ(volume({two32, two32, 0}), 0);
+  EXPECT_EQ(volume({3, 0, 5}), 0);
+  EXPECT_EQ(volume({4, -1}), -4);  // as it always was: a plain product where a size is negative
+  EXPECT_THROW((void)volume({2, two32, two32}), UsageError);
+}
+
 // Counting a chunk's slabs costs no memory, whatever the file claims.
 TEST(ChecksumLayout, SlabsAreCountedWithoutBeingListed) {
   const ChunkStorageMetadata chunk{{0, 0}, {10, 3}};

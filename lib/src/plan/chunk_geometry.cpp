@@ -9,13 +9,22 @@
 
 namespace h5dcp::detail {
 
+// One pass: volume() runs once per overlap a load plans (tens of millions
+// at 1,024 ranks), where three passes over the sizes showed in profiles.
 std::optional<std::int64_t> checked_volume(const Shape& sizes) {
-  if (std::any_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s < 0; })) return std::nullopt;
-  // A zero anywhere makes the product 0 even when the other sizes overflow.
-  if (std::any_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s == 0; })) return 0;
   std::int64_t n = 1;
-  for (const auto s : sizes)
-    if (__builtin_mul_overflow(n, s, &n)) return std::nullopt;
+  bool zero = false;
+  bool overflow = false;
+  for (const auto s : sizes) {
+    if (s < 0) return std::nullopt;
+    if (s == 0)
+      zero = true;
+    else if (!overflow)
+      overflow = __builtin_mul_overflow(n, s, &n);
+  }
+  // A zero anywhere makes the product 0 even when the other sizes overflow.
+  if (zero) return 0;
+  if (overflow) return std::nullopt;
   return n;
 }
 
@@ -27,6 +36,15 @@ std::optional<std::int64_t> checked_bytes(const Shape& sizes, std::int64_t eleme
 }
 
 std::int64_t volume(const Shape& sizes) {
+  // The usual case first, in one pass: every size positive, no overflow.
+  std::int64_t product = 1;
+  bool plain = true;
+  for (const auto s : sizes)
+    if (s <= 0 || __builtin_mul_overflow(product, s, &product)) {
+      plain = false;
+      break;
+    }
+  if (plain) return product;
   if (std::any_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s < 0; }))  // as before: plain product
     return std::accumulate(sizes.begin(), sizes.end(), std::int64_t{1}, std::multiplies<>());
   const auto n = checked_volume(sizes);
