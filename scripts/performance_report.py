@@ -850,9 +850,10 @@ prose = [
     "  Measured earlier, with no measurable change: `H5Pset_alignment` for large datasets (not",
     "  set: it would only make files larger) and collective metadata writes off (they stay on:",
     "  the metadata cache is flushed by one collective MPI-IO write rather than many small ones,",
-    "  HDF5's advice for many ranks on a parallel file system). Not done: reusing the plan across",
-    "  saves" + (f" (planning took {plan:.4f} s of the traced sync save's {sync_worked:.3f} s)."
-                 if plan is not None else "."),
+    "  HDF5's advice for many ranks on a parallel file system). Reusing the plan across saves",
+    "  (`SavePlanCache`, section above) pays at scale, not at 2 ranks" +
+    (f" (planning took {plan:.4f} s of the traced sync save's {sync_worked:.3f} s)."
+     if plan is not None else "."),
     "",
 ]
 lines += prose

@@ -36,20 +36,11 @@ std::optional<std::int64_t> checked_bytes(const Shape& sizes, std::int64_t eleme
 }
 
 std::int64_t volume(const Shape& sizes) {
-  // The usual case first, in one pass: every size positive, no overflow.
-  std::int64_t product = 1;
-  bool plain = true;
-  for (const auto s : sizes)
-    if (s <= 0 || __builtin_mul_overflow(product, s, &product)) {
-      plain = false;
-      break;
-    }
-  if (plain) return product;
+  // checked_volume is already one pass; only its refusals need a second look.
+  if (const auto n = checked_volume(sizes)) return *n;
   if (std::any_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s < 0; }))  // as before: plain product
     return std::accumulate(sizes.begin(), sizes.end(), std::int64_t{1}, std::multiplies<>());
-  const auto n = checked_volume(sizes);
-  if (!n) throw UsageError("h5dcp: the shape " + describe_shape(sizes) + " has more elements than 64 bits count");
-  return *n;
+  throw UsageError("h5dcp: the shape " + describe_shape(sizes) + " has more elements than 64 bits count");
 }
 
 Shape contiguous_strides(const Shape& sizes) {
