@@ -18,7 +18,8 @@
 # COLD=0 for warm loads only, DCP_THREADS (auto: the peer's FileSystemWriter
 # thread_count, tried 1, 2, 4), AB_ROUNDS (3) and AB_REPS (2): the transformer
 # case run by h5dcp-bench and the peer alternately, AB_ROUNDS times each with
-# AB_REPS timed repetitions after a warm-up (the report's transformer figures).
+# AB_REPS timed repetitions after a warm-up (the report's transformer figures);
+# SAVE_AB_ROUNDS (5): the same for the 1 GiB save (the save-vs-DCP targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GIB=${GIB:-1}
@@ -27,6 +28,7 @@ RANKS=${RANKS:-2}
 DIR=${BENCH_DIR:-/tmp/h5dcp-bench}
 DCP_THREADS=${DCP_THREADS:-auto}
 AB_ROUNDS=${AB_ROUNDS:-3}
+SAVE_AB_ROUNDS=${SAVE_AB_ROUNDS:-5}
 AB_REPS=${AB_REPS:-2}
 cold=()
 [ "${COLD:-1}" = 0 ] && cold=(--no-cold)
@@ -67,14 +69,22 @@ OMPI_MCA_io=ompio mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --r
 echo "== peer: PyTorch DCP (scripts/dcp_peer_bench.py), $REPS reps after one warm-up"
 mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --dir "$DIR/dcp" --gib "$GIB" --reps "$REPS" \
   --threads "$DCP_THREADS" --json "$out/dcp.json" "${cold[@]}" || status=1
-# The transformer case once more, h5dcp-bench and the peer alternately, so that
-# both meet the disk in the same state (in the runs above each side's
-# transformer case follows its own 1 GiB cases; this disk's speed for
-# gigabytes written right after others varies more than the two differ).
-echo "== the transformer case, h5dcp-bench and the peer alternately ($AB_ROUNDS rounds of $AB_REPS reps)"
+# The 1 GiB save and the transformer case once more, h5dcp-bench and the peer
+# alternately, so that both meet the disk in the same state (in the runs above
+# each side's saves follow its own other cases, minutes from the other side's;
+# this disk's speed for gigabytes written right after others varies more than
+# the two differ). The peer keeps the thread_count its trial chose.
 mkdir -p "$out/ab"
 threads=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["thread_count"])' "$out/dcp.json" 2>/dev/null ||
   echo 2)
+echo "== the 1 GiB save, h5dcp-bench and the peer alternately ($SAVE_AB_ROUNDS rounds of $AB_REPS reps)"
+for round in $(seq "$SAVE_AB_ROUNDS"); do
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --save-only --no-raw --gib "$GIB" \
+    --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/save-h5dcp-$round.json" | grep "h5dcp save" || status=1
+  mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --save-only --small-count 0 --gib "$GIB" --reps "$AB_REPS" \
+    --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/save-dcp-$round.json" | grep "^save" || status=1
+done
+echo "== the transformer case, h5dcp-bench and the peer alternately ($AB_ROUNDS rounds of $AB_REPS reps)"
 for round in $(seq "$AB_ROUNDS"); do
   OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --transformer-only --gib 0.01 --small-count 0 \
     --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/h5dcp-$round.json" "${cold[@]}" | tail -4 || status=1

@@ -5,6 +5,7 @@ the same disk, and scripts/performance_report.py compares the two.
 
     mpiexec -n RANKS python scripts/dcp_peer_bench.py --dir DIR --gib GIB --reps REPS \
         --json OUT.json [--threads auto|N] [--no-cold] [--small-count N --small-kib K] [--port P]
+        [--save-only | --transformer-only]
 
 The data is h5dcp-bench's: 4 float32 tensors [rows, 4096] totalling GIB GiB,
 row-sharded over the ranks (here as DTensors, Shard(0)), value row + i * 1e6
@@ -82,6 +83,9 @@ parser.add_argument("--transformer-hidden", type=int, default=1024)
 parser.add_argument("--transformer-vocab", type=int, default=16384)
 parser.add_argument("--transformer-only", action="store_true",
                     help="only the transformer case (bench.sh alternates it with h5dcp-bench's)")
+parser.add_argument("--save-only", action="store_true",
+                    help="only the save, read back and checked after the last repetition, untimed (bench.sh "
+                         "alternates it with h5dcp-bench --save-only)")
 parser.add_argument("--port", default=os.environ.get("MASTER_PORT", "29517"))
 parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the tensors live")
 args = parser.parse_args()
@@ -312,13 +316,14 @@ def save_then_load(name, state_dict, path, make_target, check_target, keep):
         target = None
 
 
-cases = [] if args.transformer_only else \
+only = args.transformer_only or args.save_only
+cases = [] if args.transformer_only else ["save"] if args.save_only else \
     ["save", "load", "reshard", "async_blocking", "async_total"] + (["async_staged"] if on_gpu else [])
-if cold and not args.transformer_only:
+if cold and not only:
     cases += ["load_cold", "reshard_cold"]
-if args.small_count and not args.transformer_only:
+if args.small_count and not only:
     cases += ["small_save", "small_load"] + (["small_load_cold"] if cold else [])
-transformer = transformer_state(True) if args.transformer_layers else None
+transformer = transformer_state(True) if args.transformer_layers and not args.save_only else None
 transformer_path = os.path.join(args.dir, "dcp-transformer")
 if transformer:
     cases += ["transformer_save", "transformer_load"] + (["transformer_load_cold"] if cold else [])
@@ -336,6 +341,13 @@ for rep in range(1 + args.reps):
     t = timed(lambda: dcp.save(saved, storage_writer=writer(save_path, threads)))
     if keep:
         seconds["save"].append(t)
+    if args.save_only:
+        if rep == args.reps:  # the last save, read back untimed
+            target = state(mesh, False)
+            dcp.load(target, storage_reader=FileSystemReader(save_path))
+            ok["save"] &= check(target, mesh)
+            target = None
+        continue
 
     for case, m in (("load", mesh), ("reshard", shifted_mesh), ("load_cold", mesh), ("reshard_cold", shifted_mesh)):
         if case not in cases:

@@ -27,6 +27,15 @@ grep -q "every load checked: equal" "$work/out/ab.txt" || fail "h5dcp-bench --tr
 "$mpiexec" -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --transformer-only --dir "$work/dcp" --gib 0.01 --reps 1 \
   --threads 1 --small-count 0 --no-cold "${tiny_transformer[@]}" --port $((29600 + RANDOM % 300)) \
   --json "$work/out/ab/dcp-1.json" > "$work/out/ab-dcp.txt" || fail "the DCP peer's --transformer-only failed"
+# One round of bench.sh's alternating save (--save-only; h5dcp's without the raw writes).
+"$mpiexec" -n 2 "$bench" --save-only --no-raw --gib 0.02 --reps 2 --warmup 0 --dir "$work/h5dcp" \
+  --json "$work/out/ab/save-h5dcp-1.json" > "$work/out/save-ab.txt" ||
+  fail "h5dcp-bench --save-only --no-raw failed: $(cat "$work/out/save-ab.txt")"
+grep -q "every load checked: equal" "$work/out/save-ab.txt" || fail "h5dcp-bench --save-only: the save not read back equal"
+grep -q "raw MPI-IO" "$work/out/save-ab.txt" && fail "h5dcp-bench --no-raw wrote raw: $(cat "$work/out/save-ab.txt")"
+"$mpiexec" -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --save-only --dir "$work/dcp" --gib 0.02 --reps 2 --threads 1 \
+  --small-count 0 --no-cold --port $((29600 + RANDOM % 300)) --json "$work/out/ab/save-dcp-1.json" \
+  > "$work/out/save-ab-dcp.txt" || fail "the DCP peer's --save-only failed: $(cat "$work/out/save-ab-dcp.txt")"
 "$plan_bench" --ranks 16 --tensors 20 > "$work/out/plan.txt" || fail "h5dcp-plan-bench failed: $(cat "$work/out/plan.txt")"
 "$py" "$src/scripts/performance_report.py" "$work/out" "$work/PERFORMANCE.md" - || fail "the report failed"
 
@@ -59,5 +68,11 @@ for target in "save ≥ 0.9 × the POSIX write" "save ≥ 1.5 × PyTorch 2.13 DC
 done
 grep -q "medians of the repetitions of 1 round in which h5dcp-bench and the peer ran this case alternately" "$report" ||
   fail "the report does not use the alternating transformer round"
+for row in "h5dcp save, alternated with the peer (1 round) |" "PyTorch 2.13 DCP save, alternated with h5dcp (1 round) |"; do
+  grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
+    fail "the report has no checked row '$row': $(grep -F "alternated" "$report")"
+done
+grep -F "| save ≥ 1.5 × PyTorch 2.13 DCP's save" "$report" | grep -q "(the alternated rounds; the main runs: " ||
+  fail "the save-vs-DCP target does not take the alternated rounds: $(grep -F "| save ≥ 1.5 ×" "$report")"
 grep -q "check failed" "$report" && fail "a side's check failed: $(grep "check failed" "$report")"
 echo "bench_smoke: both sides ran and checked their loads; the report has every row and target"
