@@ -77,8 +77,8 @@ struct Args {
   // No raw MPI-IO writes (with --save-only: bench.sh alternates the save with
   // the peer's, and neither side then writes anything else in between).
   bool no_raw = false;
-  bool raw_only = false;                      // only the raw MPI-IO baseline (to time another MPI-IO component)
-  bool async_only = false;                    // only the raw write and the async save (to profile it)
+  bool raw_only = false;    // only the raw MPI-IO baseline (to time another MPI-IO component)
+  bool async_only = false;  // only the raw write and the async save (to profile it)
   // Only the transformer case (bench.sh alternates it with the peer's, so
   // that both meet the disk in the same state).
   bool transformer_only = false;
