@@ -735,7 +735,16 @@ def transformer_text():
                    " between them, so every read is a jump that restarts the kernel's readahead; a load"
                    " announces its reads to `storage/read_ahead` (posix_fadvise WILLNEED, a window of"
                    " `H5DCP_READAHEAD_MIB` ahead of what is being read, blocks longer than the window left to"
-                   " the kernel). The rows \"no read-ahead hints\" measure that knob in this run.")
+                   " the kernel). The rows \"no read-ahead hints\" measure that knob in this run."
+                   " On the save side, a profile of this case (perf, a transformer-only run) puts a large share"
+                   " of the save's samples in ext4's inode lock (`rwsem_down_write_slowpath`, spinning on the"
+                   " owner): ext4 lets one buffered write into a file at a time, so the ranks' copies into the"
+                   " page cache of the one shared file take turns, where the peer's file per rank lets them run"
+                   " side by side. With many tensors that is many short turns. The save of this case was also"
+                   " slower in runs with cold loads between the saves than in runs without them, all of it in"
+                   " `save:write`, and the cause was not found. Writing each rank's blocks into files of their"
+                   " own, joined by HDF5 (external storage or its subfiling driver), is the change this points"
+                   " to; it was not made.")
 
 
 no_wb = next((k for k in knobs if k[0].startswith("early write-back")), None)
