@@ -116,15 +116,23 @@ ts_ok = bool(ts and ts.get("ok"))
 TF_KEYS = ("transformer_save", "transformer_load", "transformer_load_cold", "transformer_load_cold_no_readahead")
 main_tf_h = {k: s[k] for k in TF_KEYS if k in s}
 main_tf_p = {k: p_med[k] for k in TF_KEYS if k in p_med}
-ab_rounds = 0
-ab_h, ab_p = [], []
-while True:
-    hj, pj = load_json(f"ab/h5dcp-{ab_rounds + 1}.json"), load_json(f"ab/dcp-{ab_rounds + 1}.json")
-    if not hj or not pj:
-        break
-    ab_h.append(hj)
-    ab_p.append(pj)
-    ab_rounds += 1
+
+
+def alternated_rounds(prefix):
+    """bench.sh's alternated rounds ab/{prefix}h5dcp-N.json and ab/{prefix}dcp-N.json, N = 1, 2, ...
+    up to the first round that lacks either side: (h5dcp-bench's JSONs, the peer's)."""
+    h_runs, p_runs = [], []
+    while True:
+        n = len(h_runs) + 1
+        hj, pj = load_json(f"ab/{prefix}h5dcp-{n}.json"), load_json(f"ab/{prefix}dcp-{n}.json")
+        if not hj or not pj:
+            return h_runs, p_runs
+        h_runs.append(hj)
+        p_runs.append(pj)
+
+
+ab_h, ab_p = alternated_rounds("")
+ab_rounds = len(ab_h)
 ab_samples = {}
 if ab_rounds:
     # Every repetition of every round, as for the peer below (an h5dcp-bench
@@ -151,14 +159,7 @@ ab_reps = ab_h[0].get("reps") if ab_rounds else None
 # back after its round): where present, the save-vs-peer targets take the
 # medians over every round's repetitions (the main runs' saves, seconds apart
 # and after different cases on each side, stay in the table and the prose).
-save_ab_h, save_ab_p = [], []
-while True:
-    hj = load_json(f"ab/save-h5dcp-{len(save_ab_h) + 1}.json")
-    pj = load_json(f"ab/save-dcp-{len(save_ab_h) + 1}.json")
-    if not hj or not pj:
-        break
-    save_ab_h.append(hj)
-    save_ab_p.append(pj)
+save_ab_h, save_ab_p = alternated_rounds("save-")
 save_ab_rounds = len(save_ab_h)
 save_ab_h_times = [t for j in save_ab_h for t in j.get("seconds", {}).get("save", [])]
 save_ab_p_times = [t for j in save_ab_p for t in j["cases"].get("save", {}).get("seconds", [])]
@@ -167,6 +168,8 @@ save_ab = bool(save_ab_rounds and save_ab_h_times and save_ab_p_times) and \
 save_ab_reps = save_ab_h[0].get("reps") if save_ab else None
 save_ab_h_ok = save_ab and all(j.get("correct") for j in save_ab_h)
 save_ab_p_ok = save_ab and all(j["cases"]["save"]["ok"] for j in save_ab_p)
+save_ab_h_med = statistics.median(save_ab_h_times) if save_ab else None
+save_ab_p_med = statistics.median(save_ab_p_times) if save_ab else None
 tensors = layout.get("tensors") or (peer or {}).get("tensors")
 few = f"{tensors} tensors" if tensors else "the large-tensor layout"
 small_name = f"{small_count:,} tensors of {small_kib:g} KiB" if small_count else "many small tensors"
@@ -243,10 +246,10 @@ for case, label in PEER_CASES:
 if save_ab:
     rows += [
         (f"h5dcp save, alternated with the peer ({plural(save_ab_rounds, 'round')})",
-         statistics.median(save_ab_h_times), bw(statistics.median(save_ab_h_times)), spread(save_ab_h_times),
+         save_ab_h_med, bw(save_ab_h_med), spread(save_ab_h_times),
          check_cell(save_ab_h_ok) + " (read back)"),
         (f"{PEER} save, alternated with h5dcp ({plural(save_ab_rounds, 'round')})",
-         statistics.median(save_ab_p_times), bw(statistics.median(save_ab_p_times), peer["gb"]) if peer else None,
+         save_ab_p_med, bw(save_ab_p_med, peer["gb"]) if peer else None,
          spread(save_ab_p_times), check_cell(save_ab_p_ok) + " (read back)"),
     ]
 if ts:
@@ -300,6 +303,10 @@ for name, file in (("early write-back off (H5DCP_WRITEBACK_MIB=0)", "no-writebac
         ks = k["median_seconds"]
         knobs.append((name, ks["save"], ks["raw"], ks.get("raw_independent"), bool(k.get("correct")),
                       k.get("seconds", {}).get("save", [])))
+# Each knob's run is a process that only saves: set against the alternated
+# rounds' h5dcp saves (the same kind of process) where bench.sh ran them.
+knob_vs_alternated = save_ab and save_ab_h_ok
+knob_baseline = save_ab_h_med if knob_vs_alternated else s["save"]
 
 # Where the time goes: rank 0's steps of the traced run, one group per save
 # (per repetition, the bench's order: sync save, async save, small tensors,
@@ -358,7 +365,7 @@ H = ("h5dcp", h_ok)
 # The save against the peer's: from the alternated rounds where bench.sh ran
 # them, else the main runs'.
 if save_ab:
-    hsave_vs_peer, dsave = statistics.median(save_ab_h_times), statistics.median(save_ab_p_times)
+    hsave_vs_peer, dsave = save_ab_h_med, save_ab_p_med
     H_SAVE = ("h5dcp's alternated saves", save_ab_h_ok)
     P_SAVE = (f"{PEER}'s alternated saves", save_ab_p_ok, dsave)
     save_ab_note = f" (the alternated rounds; the main runs: {p_med['save'] / s['save']:.2f} ×)" \
@@ -645,10 +652,8 @@ lines += ["", f"## Targets (issue {TARGETS_ISSUE_NEXT}, so far)", "", "| target 
 for name, value, ok in targets_next:
     lines.append(f"| {name} | {value} | {ok} |")
 if knobs:
-    # Each knob's run is a process that only saves: set against the alternated
-    # rounds' h5dcp saves (the same kind of process) where bench.sh ran them.
-    default_save = statistics.median(save_ab_h_times) if save_ab and save_ab_h_ok else s["save"]
-    default_what = "the alternated rounds' median" if save_ab and save_ab_h_ok else "the main run's median"
+    default_save = knob_baseline
+    default_what = "the alternated rounds' median" if knob_vs_alternated else "the main run's median"
     lines += ["", "## Knobs measured in this run", "",
               f"| h5dcp save with | seconds | vs default save ({default_what}, {default_save:.3f} s) "
               "| raw write in that run, collective / independent |",
@@ -763,9 +768,9 @@ def save_vs_peer_text():
             f" {plural(save_ab_h[0].get('warmup_reps', 1), 'warm-up save')} (h5dcp) and 1 (the peer); the last save"
             f" of each round read back and checked), so that both meet the disk in the same state. Their saves took"
             f" {spread(save_ab_h_times)} s (h5dcp) and {spread(save_ab_p_times)} s ({PEER}); the targets take the"
-            f" medians, {statistics.median(save_ab_h_times):.3f} s and {statistics.median(save_ab_p_times):.3f} s.")
+            f" medians, {save_ab_h_med:.3f} s and {save_ab_p_med:.3f} s.")
     if "save" in p_med:
-        h_alt, p_alt = statistics.median(save_ab_h_times), statistics.median(save_ab_p_times)
+        h_alt, p_alt = save_ab_h_med, save_ab_p_med
         text += (f" The main runs' medians were {s['save']:.3f} s (h5dcp, repetitions {h_spread('save')} s) and"
                  f" {p_med['save']:.3f} s ({PEER}, {spread(pc['save']['seconds'])} s): {s['save'] / h_alt:.2f} ×"
                  f" and {p_med['save'] / p_alt:.2f} × each side's time in the alternated rounds.")
@@ -793,13 +798,12 @@ def early_writeback_measured():
     if not (no_wb and no_wb[4] and h_ok):
         return ""
     off = no_wb[1]
-    if save_ab and save_ab_h_ok:
-        on = statistics.median(save_ab_h_times)
+    on = knob_baseline
+    if knob_vs_alternated:
         against = (f" with it (the median of the alternated rounds, processes that also only save,"
                    f" {spread(save_ab_h_times)} s)")
         beside = ""
     else:
-        on = s["save"]
         against = " with it"
         off_raw, on_raw = fastest_raw(no_wb[2], no_wb[3]), fastest_raw(s["raw"], s.get("raw_independent"))
         beside = (f" Each beside the faster raw write of its own run, the save took {off / off_raw:.2f} × that"
@@ -807,7 +811,7 @@ def early_writeback_measured():
     if off >= on:
         return (f" In this run the save without it took {off:.3f} s against {on:.3f} s{against}:"
                 f" {off / on:.2f} × the time." + beside)
-    knob_spread = spread(no_wb[5]) if len(no_wb) > 5 and no_wb[5] else ""
+    knob_spread = spread(no_wb[5])
     uneven = f" (its repetitions took {knob_spread} s)" if knob_spread else ""
     return (f" In this run it did not pay: the save without it took {off:.3f} s against {on:.3f} s{against}:"
             f" {off / on:.2f} × the time, where earlier runs on this machine measured the opposite. The knob's"
