@@ -18,7 +18,8 @@
 # COLD=0 for warm loads only, DCP_THREADS (auto: the peer's FileSystemWriter
 # thread_count, tried 1, 2, 4), AB_ROUNDS (3) and AB_REPS (2): the transformer
 # case run by h5dcp-bench and the peer alternately, AB_ROUNDS times each with
-# AB_REPS timed repetitions after a warm-up (the report's transformer figures);
+# AB_REPS timed repetitions after a warm-up (the report's transformer figures;
+# each round also runs h5dcp-bench's case with early write-back off);
 # SAVE_AB_ROUNDS (5): the same for the 1 GiB save (the save-vs-DCP targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,6 +89,11 @@ echo "== the transformer case, h5dcp-bench and the peer alternately ($AB_ROUNDS 
 for round in $(seq "$AB_ROUNDS"); do
   OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --transformer-only --gib 0.01 --small-count 0 \
     --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/h5dcp-$round.json" "${cold[@]}" | tail -4 || status=1
+  # The same with early write-back off: the knob, measured where it matters most (a save right
+  # after cold loads, whose page-cache drop this case's saves follow).
+  H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/apps/h5dcp-bench" \
+    --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" --dir "$DIR" \
+    --json "$out/ab/no-writeback-h5dcp-$round.json" "${cold[@]}" | grep transformer_save || status=1
   mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" \
     --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/dcp-$round.json" "${cold[@]}" | grep transformer || status=1
 done

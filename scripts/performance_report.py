@@ -153,6 +153,12 @@ if ab_rounds:
                          "bytes": ab_p[0]["cases"][k]["bytes"]}
                 p_ok[k] = pc[k]["ok"]
 ab_reps = ab_h[0].get("reps") if ab_rounds else None
+# The same rounds' h5dcp-bench runs of the case with early write-back off
+# (bench.sh's ab/no-writeback-h5dcp-N.json, right after each round's default run).
+tf_no_wb = [j for j in (load_json(f"ab/no-writeback-h5dcp-{n}.json") for n in range(1, ab_rounds + 1)) if j]
+tf_no_wb_times = [t for j in tf_no_wb for t in j.get("seconds", {}).get("transformer_save", [])]
+tf_no_wb_ok = bool(tf_no_wb) and all(j.get("correct") for j in tf_no_wb)
+tf_no_wb_med = statistics.median(tf_no_wb_times) if tf_no_wb_times else None
 
 # The 1 GiB save run alternately by both sides (bench.sh's ab/save-*: rounds of
 # h5dcp-bench --save-only --no-raw and the peer's --save-only, each save read
@@ -278,6 +284,9 @@ if tf:
                                 ("transformer_load_cold", "load, cold"),
                                 ("transformer_load_cold_no_readahead", "load, cold, no read-ahead hints"))
              if key in s]
+    if tf_no_wb_med:
+        rows.append((f"h5dcp save, {tf_name}, early write-back off (H5DCP_WRITEBACK_MIB=0)", tf_no_wb_med,
+                     tf["bytes"] / 1e9 / tf_no_wb_med, spread(tf_no_wb_times), check_cell(tf_no_wb_ok)))
 for key, label in (("transformer_save", "save"), ("transformer_load", "load"), ("transformer_load_cold", "load, cold")):
     if key in p_med:
         rows.append((f"{PEER} {label}, transformer", p_med[key], pc[key]["bytes"] / 1e9 / p_med[key],
@@ -423,7 +432,9 @@ tf_same = bool(tf and peer and peer.get("transformer")) and peer["transformer"][
 for case, label in (("transformer_save", "save"), ("transformer_load", "load (warm)"),
                     ("transformer_load_cold", "load (cold)")):
     target_next(f"transformer with AdamW state: {label} ≥ {SMALL_VS_DCP:g} × {PEER}'s speed",
-                lambda case=case: f"{p_med[case] / s[case]:.2f} ×",
+                lambda case=case: f"{p_med[case] / s[case]:.2f} ×" + (
+                    f" (early write-back off: {p_med[case] / tf_no_wb_med:.2f} ×)"
+                    if case == "transformer_save" and tf_no_wb_med and tf_no_wb_ok else ""),
                 lambda case=case: p_med[case] / s[case] >= SMALL_VS_DCP, H,
                 (f"{PEER} transformer {label}", p_ok.get(case), p_med.get(case), s.get(case)), same=tf_same)
 small_same_bytes = bool(peer) and peer.get("small_gb") is not None and abs(peer["small_gb"] - h["small_gb"]) <= \
@@ -736,20 +747,59 @@ def transformer_text():
                      f" save took {main_tf_h['transformer_save']:.3f} s (h5dcp) and"
                      f" {main_tf_p['transformer_save']:.3f} s ({PEER}): gigabytes written right after others"
                      " meet this disk at a speed that varies from case to case more than the two sides differ")
-    return text + (". Each rank's blocks of a sharded tensor lie in the shared file with the other ranks'"
-                   " between them, so every read is a jump that restarts the kernel's readahead; a load"
-                   " announces its reads to `storage/read_ahead` (posix_fadvise WILLNEED, a window of"
-                   " `H5DCP_READAHEAD_MIB` ahead of what is being read, blocks longer than the window left to"
-                   " the kernel). The rows \"no read-ahead hints\" measure that knob in this run."
-                   " On the save side, a profile of this case (perf, a transformer-only run) puts a large share"
-                   " of the save's samples in ext4's inode lock (`rwsem_down_write_slowpath`, spinning on the"
-                   " owner): ext4 lets one buffered write into a file at a time, so the ranks' copies into the"
-                   " page cache of the one shared file take turns, where the peer's file per rank lets them run"
-                   " side by side. With many tensors that is many short turns. The save of this case was also"
-                   " slower in runs with cold loads between the saves than in runs without them, all of it in"
-                   " `save:write`, and the cause was not found. Writing each rank's blocks into files of their"
-                   " own, joined by HDF5 (external storage or its subfiling driver), is the change this points"
-                   " to; it was not made.")
+    text += (". Each rank's blocks of a sharded tensor lie in the shared file with the other ranks'"
+             " between them, so every read is a jump that restarts the kernel's readahead; a load"
+             " announces its reads to `storage/read_ahead` (posix_fadvise WILLNEED, a window of"
+             " `H5DCP_READAHEAD_MIB` ahead of what is being read, blocks longer than the window left to"
+             " the kernel). The rows \"no read-ahead hints\" measure that knob in this run."
+             " On the save side, a profile of this case (perf, a transformer-only run without cold loads)"
+             " puts a large share of the save's samples in ext4's inode lock (`rwsem_down_write_slowpath`,"
+             " spinning on the owner): ext4 lets one buffered write into a file at a time, so the ranks'"
+             " copies into the page cache of the one shared file take turns, where the peer's file per"
+             " rank lets them run side by side. With many tensors that is many short turns."
+             " The larger cost is elsewhere: this case's save is slower in runs with cold loads between"
+             " the saves than in runs without them, all of it in `save:write`. A standalone POSIX test of"
+             " this case's layout (two processes writing their halves of every tensor into one"
+             " preallocated file with pwrite, early write-back every 64 MiB, fsync) showed the same: slow"
+             " after the page cache was dropped (`drop_caches` 1, which also drops the block device's"
+             " cache of ext4's own metadata), fast after dropping only dentries and inodes (2) or nothing;"
+             " the time was in the writes themselves, not in the write-back calls or the final fsync, and"
+             " a 256 MiB write with fsync between the drop and the test did not make it fast. Which kernel"
+             " path slows those writes was not found.")
+    text += tf_no_wb_text()
+    return text + (" Writing each rank's blocks into files of their own, joined by HDF5 (external storage"
+                   " or its subfiling driver), is the change the profile points to; it was not made.")
+
+
+def tf_no_wb_text():
+    """The transformer save with early write-back off, in the same alternated rounds, against the
+    default and the peer, and what that says of the knob beside its row for the main case."""
+    if not (tf_no_wb_med and tf_no_wb_ok and ab_rounds):
+        return ""
+    default = s["transformer_save"]
+    text = (f" In each of those rounds h5dcp-bench also ran the case with early write-back off"
+            f" (`H5DCP_WRITEBACK_MIB=0`), right after its default run: its saves took {spread(tf_no_wb_times)} s,"
+            f" median {tf_no_wb_med:.3f} s, {default / tf_no_wb_med:.2f} × the default's speed")
+    if "transformer_save" in p_med and tf_same:
+        text += f" and {p_med['transformer_save'] / tf_no_wb_med:.2f} × {PEER}'s"
+    text += "."
+    one_gib = bool(no_wb and no_wb[4] and h_ok)
+    if tf_no_wb_med < default:
+        after = " after cold loads" if all(j.get("cold") for j in tf_no_wb) else ""
+        text += f" So{after} early write-back costs this case time"
+        if one_gib and no_wb[1] > knob_baseline:
+            text += (f", where the main case's save gains from it (without it that save took {no_wb[1] / knob_baseline:.2f} ×"
+                     " the time in this run, the knobs' table below): the knob is a trade between the two cases."
+                     " It stays on by default; a job that saves a large state dict after reading a cold one can"
+                     " set it to 0.")
+        elif one_gib:
+            text += (", and in this run it did not pay for the main case's save either (the knobs' table below), where"
+                     " earlier runs measured that save gaining from it; it stays on by default.")
+        else:
+            text += "."
+    else:
+        text += " So in this run early write-back did not cost this case its save."
+    return text
 
 
 no_wb = next((k for k in knobs if k[0].startswith("early write-back")), None)

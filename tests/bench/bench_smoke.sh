@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark chain of scripts/bench.sh, tiny: h5dcp-bench and the DCP peer
-# on 2 ranks (and one round of their transformer case alone), h5dcp-plan-bench
-# at 16 ranks x 20 tensors, then performance_report.py over their results (no chart). Both
+# on 2 ranks (and one round of their transformer case alone, h5dcp-bench's also
+# with early write-back off), h5dcp-plan-bench at 16 ranks x 20 tensors, then
+# performance_report.py over their results (no chart). Both
 # sides check their own loads; this checks that they did (exit codes, "equal")
 # and that the report has every case and target row, each with a figure.
 # usage: bench_smoke.sh BENCH_EXE PLAN_BENCH_EXE PYTHON MPIEXEC SOURCE_DIR WORK_DIR
@@ -24,6 +25,13 @@ mkdir -p "$work/out/ab"
   "${tiny_transformer[@]}" --dir "$work/h5dcp" --json "$work/out/ab/h5dcp-1.json" > "$work/out/ab.txt" ||
   fail "h5dcp-bench --transformer-only failed: $(cat "$work/out/ab.txt")"
 grep -q "every load checked: equal" "$work/out/ab.txt" || fail "h5dcp-bench --transformer-only: loads not equal"
+# ... and its run with early write-back off, as bench.sh's rounds have.
+H5DCP_WRITEBACK_MIB=0 "$mpiexec" -x H5DCP_WRITEBACK_MIB -n 2 "$bench" --transformer-only --gib 0.01 --small-count 0 \
+  --reps 1 --warmup 0 --no-cold "${tiny_transformer[@]}" --dir "$work/h5dcp" \
+  --json "$work/out/ab/no-writeback-h5dcp-1.json" > "$work/out/ab-no-writeback.txt" ||
+  fail "h5dcp-bench --transformer-only, early write-back off, failed: $(cat "$work/out/ab-no-writeback.txt")"
+grep -q "every load checked: equal" "$work/out/ab-no-writeback.txt" ||
+  fail "h5dcp-bench --transformer-only, early write-back off: loads not equal"
 "$mpiexec" -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --transformer-only --dir "$work/dcp" --gib 0.01 --reps 1 \
   --threads 1 --small-count 0 --no-cold "${tiny_transformer[@]}" --port $((29600 + RANDOM % 300)) \
   --json "$work/out/ab/dcp-1.json" > "$work/out/ab-dcp.txt" || fail "the DCP peer's --transformer-only failed"
@@ -73,6 +81,13 @@ for row in "h5dcp save, alternated with the peer (1 round) |" "PyTorch 2.13 DCP 
   grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
     fail "the report has no checked row '$row': $(grep -F "alternated" "$report")"
 done
+row="h5dcp save, transformer (2 layers, hidden 64, vocab 256; 112 tensors), early write-back off (H5DCP_WRITEBACK_MIB=0) |"
+grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \|$" ||
+  fail "the report has no checked row '$row': $(grep -F "early write-back off" "$report")"
+grep -F "| transformer with AdamW state: save" "$report" | grep -Eq "× \(early write-back off: [0-9]+\.[0-9]{2} ×\)" ||
+  fail "the transformer save target does not show the knob: $(grep -F "| transformer with AdamW state: save" "$report")"
+grep -q "also ran the case with early write-back off (\`H5DCP_WRITEBACK_MIB=0\`), right after its default run" \
+  "$report" || fail "the transformer paragraph does not compare the save with early write-back off"
 grep -F "| save ≥ 1.5 × PyTorch 2.13 DCP's save" "$report" | grep -q "(the alternated rounds; the main runs: " ||
   fail "the save-vs-DCP target does not take the alternated rounds: $(grep -F "| save ≥ 1.5 ×" "$report")"
 grep -F "| async blocking ≤ 1.1 ×" "$report" | grep -q "(the call's own copy [0-9.]* s, [0-9.]* × the bare copy; the rest of the call" ||
