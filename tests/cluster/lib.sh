@@ -15,27 +15,11 @@
 
 cluster=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cluster.sh
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
 start=$(date +%s)
-elapsed() { echo "$(($(date +%s) - start))s"; }
 budget=${H5DCP_SLURM_BUDGET:-120}
 deadline=$((start + budget))
-# Seconds to the deadline, at least 1 (for timeout).
-left() {
-  local s=$((deadline - $(date +%s)))
-  echo $((s > 0 ? s : 1))
-}
-# wait_for CMD...: polls CMD every 0.2 s until it succeeds (0) or the deadline passes (1).
-wait_for() {
-  while [ "$(date +%s)" -lt "$deadline" ]; do
-    "$@" && return 0
-    sleep 0.2
-  done
-  "$@"
-}
+# fail, elapsed, left, wait_for, job_gone
+. "$(dirname "${BASH_SOURCE[0]}")/../support/slurm_wait.sh"
 now() { date +%s.%N; }
 # Seconds since a `now`, to 0.1 s.
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }

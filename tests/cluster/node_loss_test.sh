@@ -45,7 +45,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yi
 ckpt=$shared/ckpt
 out=$tmp/job.out
 job_state() { scontrol show job "$1" 2>/dev/null | grep -oE 'JobState=[A-Z_]+' | cut -d= -f2; }
-job_gone() { [ -z "$(squeue -h -j "$1" 2>/dev/null)" ]; }
 # published: the steps of the published checkpoints, "2 4 ".
 published() { find "$ckpt" -maxdepth 1 -name 'step-*.h5' -printf '%f\n' | sed -n 's/^step-0*\([0-9][0-9]*\)\.h5$/\1/p' | sort -n | tr '\n' ' '; }
 verify_all() {

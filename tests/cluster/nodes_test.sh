@@ -160,8 +160,7 @@ echo "batch script on \$(hostname), nodes \$SLURM_JOB_NODELIST"
 exec mpiexec "$probe"
 EOF
 job=$(sbatch --parsable "${alloc[@]}" --output="$tmp/sbatch.out" "$tmp/c/shared/probe.sbatch")
-job_gone() { [ -z "$(squeue -h -j "$job" 2>/dev/null)" ]; }
-wait_for job_gone || { scancel "$job"; cat "$tmp/sbatch.out"; fail "the sbatch job did not finish (at $(elapsed), budget ${budget}s)"; }
+wait_for job_gone "$job" || { scancel "$job"; cat "$tmp/sbatch.out"; fail "the sbatch job did not finish (at $(elapsed), budget ${budget}s)"; }
 info=$(scontrol show job "$job")
 grep -q 'JobState=COMPLETED' <<<"$info" && grep -q 'ExitCode=0:0' <<<"$info" ||
   { cat "$tmp/sbatch.out"; fail "the sbatch job did not complete with exit code 0"; }

@@ -46,8 +46,7 @@ scancel --batch --signal=USR1 "$job"
 requeued() { grep -q 'Restarts=1' <<<"$(scontrol show job "$job")"; }
 wait_for requeued || { cat "$out"; scancel "$job"; fail "the job was not requeued (at $(elapsed))"; }
 echo "requeued at $(elapsed)"
-job_gone() { [ -z "$(squeue -h -j "$job" 2>/dev/null)" ]; }
-wait_for job_gone || { cat "$out"; scancel "$job"; fail "the job did not finish (at $(elapsed))"; }
+wait_for job_gone "$job" || { cat "$out"; scancel "$job"; fail "the job did not finish (at $(elapsed))"; }
 info=$(scontrol show job "$job")
 echo "--- job output"
 cat "$out"

@@ -133,8 +133,7 @@ srun_done() { ! kill -0 "$srun_pid" 2>/dev/null; }
 wait_for srun_done || fail "srun did not end after scancel $job (at $(elapsed))"
 wait "$srun_pid" || true
 srun_pid=""
-job_gone() { [ -z "$(squeue -h -j "$job" 2>/dev/null)" ]; }
-wait_for job_gone || fail "job $job still in squeue after scancel (at $(elapsed))"
+wait_for job_gone "$job" || fail "job $job still in squeue after scancel (at $(elapsed))"
 no_tasks() { [ -z "$(task_pids h5n1)$(task_pids h5n2)$(task_pids h5n3)" ]; }
 wait_for no_tasks || fail "task processes left after scancel: $(task_pids h5n1) $(task_pids h5n2) $(task_pids h5n3)"
 echo "ok: SIGCONT, scancel $job: srun and the job ended, no task process left ($(since "$t_cancel") s)"

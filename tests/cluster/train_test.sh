@@ -82,14 +82,7 @@ for how in "${launchers[@]}"; do
     --export=ALL,H5DCP_LAUNCHER="$how",H5DCP_BUILD_DIR="$build",H5DCP_CHECKPOINT_DIR="$ckpt" \
     "$repo/jobs/train.sbatch" --steps 12 --seed 7 --checkpoint-every 3)
   echo "sbatch: job $job (ranks started by $how) at $(elapsed)"
-  # Gone: squeue lists nothing, or no longer knows the id. A squeue that fails
-  # otherwise (slurmctld busy on 2 cores) is not an answer: keep waiting.
-  job_gone() {
-    local q rc=0
-    q=$(squeue -h -j "$job" 2>&1) || rc=$?
-    if [ "$rc" -eq 0 ]; then [ -z "$q" ]; else [[ $q == *"Invalid job id"* ]]; fi
-  }
-  wait_for job_gone || { scancel "$job"; cat "$out" 2>/dev/null; fail "$how: the job did not finish (at $(elapsed), budget ${budget}s)"; }
+  wait_for job_gone "$job" || { scancel "$job"; cat "$out" 2>/dev/null; fail "$how: the job did not finish (at $(elapsed), budget ${budget}s)"; }
   info=$(scontrol show job "$job")
   echo "--- job output ($how)"
   cat "$out"

@@ -19,25 +19,14 @@ reference=$3
 export H5DCP_LAUNCHER=${4:-mpiexec}
 here=$(cd "$(dirname "$0")" && pwd)
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-elapsed() { echo "$(($(date +%s) - start))s"; }
 start=$(date +%s)
 # One deadline for every wait below (H5DCP_SLURM_BUDGET seconds, set by CTest
 # below its TIMEOUT): the test fails with its own message and the job's
 # output, and stops its daemons, before CTest would kill it.
 budget=${H5DCP_SLURM_BUDGET:-165}
 deadline=$((start + budget))
-# wait_for CMD...: polls CMD every 0.2 s until it succeeds (0) or the deadline passes (1).
-wait_for() {
-  while [ "$(date +%s)" -lt "$deadline" ]; do
-    "$@" && return 0
-    sleep 0.2
-  done
-  "$@"
-}
+# fail, elapsed, left, wait_for, job_gone
+. "$here/../support/slurm_wait.sh"
 
 [ "$(id -u)" -eq 0 ] || fail "this test starts munged, slurmctld and slurmd: it needs root"
 [ -s "$reference" ] || fail "$reference is missing (the train.reference test writes it)"
@@ -132,8 +121,7 @@ scancel --batch --signal=USR1 "$job"
 requeued() { grep -q 'Restarts=1' <<<"$(scontrol show job "$job")"; }
 wait_for requeued || { cat "$out"; fail "the job was not requeued (at $(elapsed), budget ${budget}s)"; }
 echo "requeued at $(elapsed)"
-job_gone() { [ -z "$(squeue -h -j "$job" 2>/dev/null)" ]; }
-wait_for job_gone || { cat "$out"; scancel "$job"; fail "the job did not finish (at $(elapsed), budget ${budget}s)"; }
+wait_for job_gone "$job" || { cat "$out"; scancel "$job"; fail "the job did not finish (at $(elapsed), budget ${budget}s)"; }
 info=$(scontrol show job "$job")
 echo "--- job output"
 cat "$out"
