@@ -663,15 +663,14 @@ lines += ["", f"## Targets (issue {TARGETS_ISSUE_NEXT}, so far)", "", "| target 
 for name, value, ok in targets_next:
     lines.append(f"| {name} | {value} | {ok} |")
 if knobs:
-    default_save = knob_baseline
     default_what = "the alternated rounds' median" if knob_vs_alternated else "the main run's median"
     lines += ["", "## Knobs measured in this run", "",
-              f"| h5dcp save with | seconds | vs default save ({default_what}, {default_save:.3f} s) "
+              f"| h5dcp save with | seconds | vs default save ({default_what}, {knob_baseline:.3f} s) "
               "| raw write in that run, collective / independent |",
               "|---|---:|---:|---:|"]
     for name, sec, raw, raw_ind, kok, _ in knobs:
         ind = f"{raw_ind:.3f}" if raw_ind else "n/a"
-        ratio = f"{default_save / sec:.2f} × the speed" if kok else "not compared: check failed"
+        ratio = f"{knob_baseline / sec:.2f} × the speed" if kok else "not compared: check failed"
         lines.append(f"| {name} | {sec:.3f} | {ratio} | {raw:.3f} / {ind} |")
 if plan_out.strip():
     lines += ["", "## Planning at scale (h5dcp-plan-bench, one process, its output)", "", "```",
@@ -687,6 +686,118 @@ if traced:
             worked = sum(w for name, _, w in g if name == st)
             cells.append(f"{worked:.3f}" if any(name == st for name, _, _ in g) else "")
         lines.append(f"| {st} | " + " | ".join(cells) + " |")
+
+# What the machine did during the watched cases' repetitions (the benches'
+# "conditions": apps/bench_conditions.hpp, the peer's machine_counters): each
+# case's fastest and slowest repetitions, and which counter accounts for the
+# time between them.
+def conditions_of(runs, key):
+    """Every repetition's conditions of case `key` over `runs` (JSONs of one side), in order."""
+    return [c for j in runs if j for c in (j.get("conditions") or {}).get(key, [])]
+
+
+CORES = int(cpu) if cpu.isdigit() else os.cpu_count() or 1
+watched_cases = [
+    (f"h5dcp save ({gb:.3f} GB), main run", conditions_of([h], "save")),
+    ("h5dcp save, alternated rounds", conditions_of(save_ab_h, "save")),
+    (f"{PEER} save, main run", conditions_of([peer], "save")),
+    (f"{PEER} save, alternated rounds", conditions_of(save_ab_p, "save")),
+    ("raw MPI-IO write (collective)", conditions_of([h], "raw")),
+    ("POSIX pwrite with h5dcp's tricks", conditions_of([h], "posix_write")),
+    ("O_DIRECT write", conditions_of([h], "direct_write")),
+    ("h5dcp async save, the call (rank 0's counters)", conditions_of([h], "async_blocking")),
+    ("memory copy of the shards (the floor under it)", conditions_of([h], "staging_copy")),
+    ("h5dcp load, cold", conditions_of([h], "load_cold")),
+    ("POSIX read, cold", conditions_of([h], "posix_read_cold")),
+    ("h5dcp save, transformer, alternated rounds", conditions_of(ab_h, "transformer_save")),
+    (f"{PEER} save, transformer, alternated rounds", conditions_of(ab_p, "transformer_save")),
+]
+watched_cases = [(name, reps) for name, reps in watched_cases if len(reps) >= 2]
+
+
+def cond(c, key, scale=1.0, digits=3):
+    v = c.get(key)
+    return "" if v is None or v < 0 else f"{v / scale:.{digits}f}"
+
+
+def disk_seconds_per_gb(c):
+    """The time the disk's write requests took (issue to completion, added up) per GB written,
+    or None: the same bytes taking longer per GB is the disk (or the host under it) slowing."""
+    took, wrote = c.get("disk_write_seconds"), c.get("disk_write_bytes")
+    return took / (wrote / 1e9) if took is not None and wrote and took >= 0 and wrote > 0 else None
+
+
+def accounts_for(slow, fast):
+    """The counters' differences between a slow and a fast repetition, in seconds of wall time
+    each could account for, largest first: [(seconds, what)]."""
+    extra = []
+    for key, what, per in (("steal", "the host took the CPUs (steal)", CORES),
+                           ("ranks_cpu", "the ranks used more CPU time", h.get("ranks", 2)),
+                           ("cpu_some", "tasks waited longer for a CPU", 1),
+                           ("io_full", "every task waited longer for I/O", 1),
+                           ("memory_some", "tasks waited for memory (reclaim)", 1)):
+        a, b = slow.get(key), fast.get(key)
+        if a is not None and b is not None and a >= 0 and b >= 0:
+            extra.append(((a - b) / per, what))
+    return sorted(extra, reverse=True)
+
+
+def conditions_text():
+    """For each watched case whose slowest repetition took markedly longer than its fastest: what
+    changed between the two, from this run's counters."""
+    out = []
+    for name, reps in watched_cases:
+        fast, slow = min(reps, key=lambda c: c["seconds"]), max(reps, key=lambda c: c["seconds"])
+        gap = slow["seconds"] - fast["seconds"]
+        if fast["seconds"] <= 0 or slow["seconds"] < 1.3 * fast["seconds"] or gap < 0.02:
+            continue
+        text = f"{name}: {slow['seconds']:.3f} s against {fast['seconds']:.3f} s"
+        per_s, per_f = disk_seconds_per_gb(slow), disk_seconds_per_gb(fast)
+        if per_s and per_f and slow["disk_write_bytes"] >= 0.1e9:
+            text += (f"; the disk wrote {slow['disk_write_bytes'] / 1e9:.2f} GB and"
+                     f" {fast['disk_write_bytes'] / 1e9:.2f} GB, its requests taking {per_s:.2f} and {per_f:.2f}"
+                     f" s per GB ({per_s / per_f:.2f} ×)")
+        discard = slow.get("disk_discard_bytes")
+        if discard and discard >= 1e7:
+            text += f", and it discarded {discard / 1e9:.2f} GB during the slow one"
+        ranked = accounts_for(slow, fast)
+        if ranked and ranked[0][0] >= 0.5 * gap:
+            text += f". Of the {gap:.3f} s between them, {ranked[0][1]}: {ranked[0][0]:.3f} s"
+            if len(ranked) > 1 and ranked[1][0] >= 0.25 * gap:
+                text += f"; {ranked[1][1]}: {ranked[1][0]:.3f} s"
+        else:
+            text += (f". None of the CPU, pressure or memory counters accounts for half of the {gap:.3f} s between"
+                     " them" + (f" (the largest: {ranked[0][1]}, {ranked[0][0]:.3f} s)" if ranked else ""))
+        out.append(text + ".")
+    return out
+
+
+if watched_cases:
+    lines += ["", "## What the machine did during the fastest and slowest repetitions", "",
+              "Read around each timed repetition by the benches themselves, outside the timed region: the CPU"
+              " time every rank used (this job's alone), and, system-wide (every process on the machine counts),"
+              " the host's steal time, the kernel's pressure stall totals (time some task waited for a CPU, time"
+              " every task waited for I/O), and what the benchmark directory's block device did: bytes written,"
+              " write requests, the time those requests took per GB written (issue to completion, added up), and"
+              " bytes discarded.", "",
+              "| case | repetition | seconds | ranks' CPU s | steal s | some task waited for a CPU s "
+              "| every task waited for I/O s | disk wrote GB | disk write requests | disk request s per GB "
+              "| disk discarded GB |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, reps in watched_cases:
+        for which, c in (("fastest", min(reps, key=lambda c: c["seconds"])),
+                         ("slowest", max(reps, key=lambda c: c["seconds"]))):
+            per_gb = disk_seconds_per_gb(c)
+            lines.append(f"| {name} | {which} of {len(reps)} | {c['seconds']:.3f} | {cond(c, 'ranks_cpu')} "
+                         f"| {cond(c, 'steal')} | {cond(c, 'cpu_some')} | {cond(c, 'io_full')} "
+                         f"| {cond(c, 'disk_write_bytes', 1e9, 2)} | {cond(c, 'disk_writes', 1, 0)} "
+                         f"| {'' if per_gb is None else f'{per_gb:.2f}'} | {cond(c, 'disk_discard_bytes', 1e9, 2)} |")
+    explained = conditions_text()
+    if explained:
+        lines += ["", "Where a case's slowest repetition took at least 1.3 × its fastest's time, what changed between"
+                  " the two (a counter's difference, in seconds of wall time it could account for: steal over the"
+                  f" {CORES} cores, the ranks' CPU time over the ranks):", ""]
+        lines += [f"- {t}" for t in explained]
 
 # Figures for the prose below, all from this run.
 
@@ -783,16 +894,15 @@ def tf_no_wb_text():
     if "transformer_save" in p_med and tf_same:
         text += f" and {p_med['transformer_save'] / tf_no_wb_med:.2f} × {PEER}'s"
     text += "."
-    one_gib = bool(no_wb and no_wb[4] and h_ok)
     if tf_no_wb_med < default:
         after = " after cold loads" if all(j.get("cold") for j in tf_no_wb) else ""
         text += f" So{after} early write-back costs this case time"
-        if one_gib and no_wb[1] > knob_baseline:
+        if no_wb_measured and no_wb[1] > knob_baseline:
             text += (f", where the main case's save gains from it (without it that save took {no_wb[1] / knob_baseline:.2f} ×"
                      " the time in this run, the knobs' table below): the knob is a trade between the two cases."
                      " It stays on by default; a job that saves a large state dict after reading a cold one can"
                      " set it to 0.")
-        elif one_gib:
+        elif no_wb_measured:
             text += (", and in this run it did not pay for the main case's save either (the knobs' table below), where"
                      " earlier runs measured that save gaining from it; it stays on by default.")
         else:
@@ -803,6 +913,8 @@ def tf_no_wb_text():
 
 
 no_wb = next((k for k in knobs if k[0].startswith("early write-back")), None)
+# The main case's save with early write-back off was measured and checked (its knob row).
+no_wb_measured = bool(no_wb and no_wb[4] and h_ok)
 
 
 def save_vs_peer_text():
@@ -845,7 +957,7 @@ def early_writeback_measured():
     (processes that only save too, with the knob at its default) their median is what it is
     set against, else the main save, beside the faster raw write of each run, so that a disk
     that was slower or faster for one of the two runs does not pass for the knob's effect."""
-    if not (no_wb and no_wb[4] and h_ok):
+    if not no_wb_measured:
         return ""
     off = no_wb[1]
     on = knob_baseline
