@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_conditions.hpp"
 #include "bench_hdf5_floor.hpp"
 #include "bench_mpi_timing.hpp"
 #include "bench_posix_baseline.hpp"
@@ -315,6 +316,17 @@ int main(int argc, char** argv) {
   if (!args.raw_only && !args.save_only && !args.transformer_only) async_save();
 
   std::map<std::string, std::vector<double>> t;
+  // What the machine did during each repetition of the watched cases
+  // (bench_conditions.hpp), beside t's seconds: the report sets a case's
+  // slow repetitions against its fast ones.
+  std::map<std::string, std::vector<std::string>> conditions;
+  h5dcp_bench::ConditionsWatch watch(args.dir);
+  const auto watched = [&](const std::string& key, auto&& fn) {
+    h5dcp_bench::Conditions c;
+    const double seconds = h5dcp_bench::timed_watched(watch, c, fn);
+    t[key].push_back(seconds);
+    conditions[key].push_back(h5dcp_bench::conditions_json(seconds, c));
+  };
   bool correct = true;
   // The transformer case: a save, then loads warm and cold (and cold without
   // the read-ahead hints), each checked.
@@ -322,12 +334,12 @@ int main(int argc, char** argv) {
     const auto path = args.dir + "/transformer.h5";
     fresh(path);
     mark("transformer", rep);
-    t["transformer_save"].push_back(timed([&] { h5dcp::save(transformer, path); }));
+    watched("transformer_save", [&] { h5dcp::save(transformer, path); });
     // A timed load into fresh zeros (the page cache dropped first if `drop`), checked on every rank.
     const auto checked_load = [&](const char* key, bool drop) {
       drop_caches(drop);
       auto back = h5dcp_bench::transformer_state(args.transformer, rank_, size_, false);
-      t[key].push_back(timed([&] { h5dcp::load(back, path); }));
+      watched(key, [&] { h5dcp::load(back, path); });
       int ok = h5dcp_bench::transformer_holds_values(back, args.transformer, rank_, size_) ? 1 : 0;
       MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
       correct &= ok == 1;
@@ -340,28 +352,31 @@ int main(int argc, char** argv) {
     fresh(path);  // 3.7 GB at the default shape: not left for the next case
   };
   for (int rep = -args.warmup; rep < args.reps; ++rep) {
-    if (rep == 0) t.clear();  // the warm-up repetitions are not counted (their checks are)
+    if (rep == 0) {  // the warm-up repetitions are not counted (their checks are)
+      t.clear();
+      conditions.clear();
+    }
     if (args.transformer_only) {
       transformer_case(rep);
       continue;
     }
     if (!args.no_raw) {
       fresh(args.dir + "/raw.bin");
-      t["raw"].push_back(timed([&] { raw_write(args.dir + "/raw.bin", saved, rows, true); }));
+      watched("raw", [&] { raw_write(args.dir + "/raw.bin", saved, rows, true); });
       fresh(args.dir + "/raw.bin");
-      t["raw_independent"].push_back(timed([&] { raw_write(args.dir + "/raw.bin", saved, rows, false); }));
+      watched("raw_independent", [&] { raw_write(args.dir + "/raw.bin", saved, rows, false); });
     }
     if (args.raw_only) continue;
     if (args.async_only) {
       fresh(args.dir + "/async.h5");
-      t["async_total"].push_back(timed(async_save));
+      watched("async_total", async_save);
       continue;
     }
     h5dcp::SaveOptions save_options;
     if (args.independent) save_options.io_mode = h5dcp::IoMode::Independent;
     fresh(ckpt);
     mark("sync save", rep);
-    t["save"].push_back(timed([&] { h5dcp::save(saved, ckpt, save_options); }));
+    watched("save", [&] { h5dcp::save(saved, ckpt, save_options); });
     if (args.save_only) {
       // Read back untimed, after the repetitions' last save: the figure of
       // a save that wrote wrong bytes is refused by the report.
@@ -378,11 +393,11 @@ int main(int argc, char** argv) {
       const std::string suffix = drop ? "_cold" : "";
       drop_caches(drop);
       auto same = sharded_state(rows, 0, false);
-      t["load" + suffix].push_back(timed([&] { h5dcp::load(same, ckpt); }));
+      watched("load" + suffix, [&] { h5dcp::load(same, ckpt); });
       correct &= check(same, rows, 0);
       drop_caches(drop);
       auto shifted = sharded_state(rows, size_ > 1 ? 1 : 0, false);
-      t["reshard" + suffix].push_back(timed([&] { h5dcp::load(shifted, ckpt); }));
+      watched("reshard" + suffix, [&] { h5dcp::load(shifted, ckpt); });
       correct &= check(shifted, rows, size_ > 1 ? 1 : 0);
     }
     // The read-ahead hints' knob, measured: the cold load without them.
@@ -398,36 +413,41 @@ int main(int argc, char** argv) {
     const auto ranges = file_ranges(saved, rows);
     const auto posix_path = args.dir + "/posix.bin";
     fresh(posix_path);
-    t["posix_write"].push_back(timed([&] { h5dcp_bench::posix_write(posix_path, ranges, writeback_bytes()); }));
+    watched("posix_write", [&] { h5dcp_bench::posix_write(posix_path, ranges, writeback_bytes()); });
     t["posix_read"].push_back(timed([&] { h5dcp_bench::posix_read(posix_path, ranges); }));
     if (cold) {
       drop_caches(true);
-      t["posix_read_cold"].push_back(timed([&] { h5dcp_bench::posix_read(posix_path, ranges); }));
+      watched("posix_read_cold", [&] { h5dcp_bench::posix_read(posix_path, ranges); });
     }
     fresh(posix_path);
-    t["direct_write"].push_back(timed([&] { h5dcp_bench::direct_write(posix_path, ranges); }));
+    watched("direct_write", [&] { h5dcp_bench::direct_write(posix_path, ranges); });
     fresh(posix_path);
     // The floor under the blocking time: copying this rank's shards into
     // memory that is already touched, nothing else.
-    t["staging_copy"].push_back(timed([&] {
+    watched("staging_copy", [&] {
       std::int64_t offset = 0;
       for (const auto& [name, value] : saved) {
         const auto& shard = std::get<h5dcp::ShardedTensor>(value).local_shards()[0].tensor;
         copy_target.narrow(0, offset, shard.numel()).copy_(shard.reshape({-1}));
         offset += shard.numel();
       }
-    }));
+    });
     double blocking = 0;
+    h5dcp_bench::Conditions blocking_conditions;  // the call alone: rank 0's counters
+    h5dcp_bench::ConditionsWatch blocking_watch(args.dir);
     fresh(args.dir + "/async.h5");
     mark("async save (background)", rep);
-    t["async_total"].push_back(timed([&] {
+    watched("async_total", [&] {
+      blocking_watch.start();
       const double t0 = now();
       auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
       blocking = now() - t0;
+      blocking_conditions = blocking_watch.stop(/*collective=*/false);
       future.get();
-    }));
+    });
     MPI_Allreduce(MPI_IN_PLACE, &blocking, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     t["async_blocking"].push_back(blocking);
+    conditions["async_blocking"].push_back(h5dcp_bench::conditions_json(blocking, blocking_conditions));
     // The blocking time's copy, as the engine timed it: what the call adds
     // beyond the copy, and whether the copy itself ran slower than the bare one.
     double engine_copy = h5dcp::last_async_save_stats().staging_seconds;
@@ -456,7 +476,7 @@ int main(int argc, char** argv) {
     t["staged_compute"].push_back(compute);
     fresh(args.dir + "/small.h5");
     mark("small tensors", rep);
-    t["small"].push_back(timed([&] { h5dcp::save(small, args.dir + "/small.h5"); }));
+    watched("small", [&] { h5dcp::save(small, args.dir + "/small.h5"); });
     for (const bool drop : {false, true}) {
       if (drop && !cold) continue;
       drop_caches(drop);
@@ -467,7 +487,7 @@ int main(int argc, char** argv) {
     if (with_transformer) transformer_case(rep);
     fresh(args.dir + "/large.h5");
     mark("same bytes in few tensors", rep);
-    t["small_as_large"].push_back(timed([&] { h5dcp::save(large, args.dir + "/large.h5"); }));
+    watched("small_as_large", [&] { h5dcp::save(large, args.dir + "/large.h5"); });
     const auto floor_path = args.dir + "/hdf5-floor.h5";
     fresh(floor_path);
     t["small_hdf5_bare"].push_back(
@@ -630,6 +650,15 @@ int main(int argc, char** argv) {
       for (const auto& [name, v] : t) {
         out << (first ? "\n" : ",\n") << "    \"" << name << "\": [";
         for (std::size_t k = 0; k < v.size(); ++k) out << (k ? ", " : "") << v[k];
+        out << "]";
+        first = false;
+      }
+      // What the machine did during each repetition of the watched cases.
+      out << "\n  },\n  \"conditions\": {";
+      first = true;
+      for (const auto& [name, v] : conditions) {
+        out << (first ? "\n" : ",\n") << "    \"" << name << "\": [";
+        for (std::size_t k = 0; k < v.size(); ++k) out << (k ? ",\n      " : "\n      ") << v[k];
         out << "]";
         first = false;
       }

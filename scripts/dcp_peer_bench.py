@@ -46,6 +46,7 @@ is chosen by a short trial of 1, 2 and 4 threads first (recorded in the JSON).
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -183,6 +184,68 @@ def timed(fn):
     return time.perf_counter() - t0
 
 
+def machine_counters(device_stat):
+    """The system's counters now, as h5dcp-bench reads them (apps/bench_conditions.hpp): steal and
+    iowait (/proc/stat), pressure stall totals (/proc/pressure), the block device's bytes and times;
+    None where this kernel has no such counter."""
+    c = dict.fromkeys(("steal", "iowait", "cpu_some", "io_some", "io_full", "memory_some", "disk_read_bytes",
+                       "disk_write_bytes", "disk_discard_bytes", "disk_writes", "disk_write_seconds",
+                       "disk_busy_seconds"))
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        hz = os.sysconf("SC_CLK_TCK")
+        c["iowait"], c["steal"] = int(fields[5]) / hz, int(fields[8]) / hz
+    except (OSError, IndexError, ValueError):
+        pass
+    for resource_name, kind, key in (("cpu", "some", "cpu_some"), ("io", "some", "io_some"),
+                                     ("io", "full", "io_full"), ("memory", "some", "memory_some")):
+        try:
+            with open(f"/proc/pressure/{resource_name}") as f:
+                for line in f:
+                    words = line.split()
+                    if words and words[0] == kind:
+                        c[key] = int(next(w for w in words if w.startswith("total="))[6:]) / 1e6
+        except (OSError, StopIteration, ValueError):
+            pass
+    try:
+        with open(device_stat) as f:
+            d = [int(x) for x in f.read().split()]
+        c.update(disk_read_bytes=d[2] * 512, disk_writes=d[4], disk_write_bytes=d[6] * 512,
+                 disk_write_seconds=d[7] / 1e3, disk_busy_seconds=d[9] / 1e3)
+        if len(d) >= 14:
+            c["disk_discard_bytes"] = d[13] * 512
+    except (OSError, IndexError, ValueError):
+        pass
+    return c
+
+
+def device_stat_path(directory):
+    st = os.stat(directory)
+    return f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat"
+
+
+def cpu_seconds():
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+def watched(fn):
+    """timed(fn), and what the machine did meanwhile (rank 0's reading of the system's counters,
+    the CPU time every rank used, summed), as h5dcp-bench records it: (seconds, conditions)."""
+    dist.barrier()
+    cpu0 = cpu_seconds()
+    before = machine_counters(device_stat) if rank == 0 else None
+    t = timed(fn)
+    after = machine_counters(device_stat) if rank == 0 else None
+    cpu = torch.tensor([cpu_seconds() - cpu0], dtype=torch.float64)
+    dist.all_reduce(cpu)
+    c = {"seconds": t, "ranks_cpu": cpu.item()}
+    if rank == 0:
+        c.update({k: None if before[k] is None or after[k] is None else after[k] - before[k] for k in before})
+    return t, c
+
+
 def slowest(seconds):
     t = torch.tensor([seconds], dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
@@ -197,6 +260,9 @@ saved = state(mesh, True)
 save_path, async_path = os.path.join(args.dir, "dcp"), os.path.join(args.dir, "dcp-async")
 if rank == 0:
     os.makedirs(args.dir, exist_ok=True)
+dist.barrier()
+device_stat = device_stat_path(args.dir)
+conditions = {}  # case -> [what the machine did during each timed repetition]
 
 trial = None
 if args.threads == "auto":
@@ -297,9 +363,10 @@ def save_then_load(name, state_dict, path, make_target, check_target, keep):
     a timed save from a settled disk, then timed loads into fresh targets,
     each checked (a failed load fails the save's check too)."""
     settle(path)
-    t = timed(lambda: dcp.save(state_dict, storage_writer=writer(path, threads)))
+    t, c = watched(lambda: dcp.save(state_dict, storage_writer=writer(path, threads)))
     if keep:
         seconds[f"{name}_save"].append(t)
+        conditions.setdefault(f"{name}_save", []).append(c)
     for case in (f"{name}_load", f"{name}_load_cold"):
         if case not in cases:
             continue
@@ -338,9 +405,10 @@ for rep in range(1 + args.reps):
         continue
 
     settle(save_path)
-    t = timed(lambda: dcp.save(saved, storage_writer=writer(save_path, threads)))
+    t, c = watched(lambda: dcp.save(saved, storage_writer=writer(save_path, threads)))
     if keep:
         seconds["save"].append(t)
+        conditions.setdefault("save", []).append(c)
     if args.save_only:
         if rep == args.reps:  # the last save, read back untimed
             target = state(mesh, False)
@@ -487,6 +555,7 @@ if rank == 0:
                       args.small_count * small_elems * 4 * (world if c.startswith("small_load") else 1)}
                   for c in cases},
         "median_seconds": {c: statistics.median(seconds[c]) for c in cases},
+        "conditions": conditions,
         "ok": all(ok.values()),
     }
     with open(args.json, "w") as f:

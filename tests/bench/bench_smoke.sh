@@ -92,5 +92,25 @@ grep -F "| save ≥ 1.5 × PyTorch 2.13 DCP's save" "$report" | grep -q "(the al
   fail "the save-vs-DCP target does not take the alternated rounds: $(grep -F "| save ≥ 1.5 ×" "$report")"
 grep -F "| async blocking ≤ 1.1 ×" "$report" | grep -q "(the call's own copy [0-9.]* s, [0-9.]* × the bare copy; the rest of the call" ||
   fail "the async blocking target does not split the call: $(grep -F "| async blocking ≤ 1.1 ×" "$report")"
+# What the machine did: each side records every watched repetition's conditions
+# beside its seconds (the same figure), and the report shows the alternated saves'
+# fastest and slowest repetitions with the CPU time the ranks used.
+"$py" - "$work/out" <<'PY' || fail "the benches' conditions do not match their repetitions"
+import json, sys
+out = sys.argv[1]
+h = json.load(open(f"{out}/h5dcp.json"))
+for key in ("save", "raw", "posix_write", "staging_copy", "async_blocking", "transformer_save"):
+    reps, conds = h["seconds"][key], h["conditions"][key]
+    assert [c["seconds"] for c in conds] == reps, (key, reps, conds)
+    assert all(c["ranks_cpu"] > 0 or key == "async_blocking" for c in conds), (key, conds)
+p = json.load(open(f"{out}/ab/save-dcp-1.json"))
+assert [c["seconds"] for c in p["conditions"]["save"]] == p["cases"]["save"]["seconds"], p["conditions"]
+assert all(c["ranks_cpu"] > 0 for c in p["conditions"]["save"])
+PY
+for row in "h5dcp save, alternated rounds | fastest of 2 |" "h5dcp save, alternated rounds | slowest of 2 |" \
+  "PyTorch 2.13 DCP save, alternated rounds | fastest of 2 |"; do
+  grep -F "| $row" "$report" | grep -Eq "^\| [^|]+ \| [^|]+ \| [0-9]+\.[0-9]{3} \| [0-9]+\.[0-9]{3} \|" ||
+    fail "the conditions table has no row '$row' with its seconds and CPU time: $(grep -F "alternated rounds |" "$report")"
+done
 grep -q "check failed" "$report" && fail "a side's check failed: $(grep "check failed" "$report")"
 echo "bench_smoke: both sides ran and checked their loads; the report has every row and target"

@@ -1,0 +1,202 @@
+#pragma once
+// What the machine did while a benchmark case ran, beside its wall time: the
+// host's share of the CPUs (steal), the kernel's pressure stall information
+// (PSI: time tasks waited for a CPU, for I/O, for memory), the CPU time the
+// ranks themselves used, and what the benchmark directory's block device did
+// (bytes written, read and discarded, time busy, time its writes took).
+// A repetition that ran slower than its siblings can then be told apart:
+// a disk that wrote the same bytes more slowly, a host that took the CPUs,
+// or the ranks doing more work.
+//
+// The counters are system-wide (every process on the machine counts); the
+// ranks' CPU time is this job's alone. Rank 0 reads the system's counters
+// just outside the timed region, so reading them costs the case nothing.
+// A counter this kernel does not have (no PSI, a file system on no block
+// device) reads as -1 in every field that needs it.
+
+#include <mpi.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <array>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "bench_mpi_timing.hpp"
+
+namespace h5dcp_bench {
+
+/// The counters at one moment (seconds, bytes; -1: not available here).
+struct MachineCounters {
+  double steal = -1;        // /proc/stat: every CPU's steal time
+  double iowait = -1;       // /proc/stat: every CPU's iowait time
+  double cpu_some = -1;     // /proc/pressure/cpu: some task waited for a CPU
+  double io_some = -1;      // /proc/pressure/io: some task waited for I/O
+  double io_full = -1;      // /proc/pressure/io: every non-idle task waited for I/O
+  double memory_some = -1;  // /proc/pressure/memory: some task waited for memory (reclaim)
+  double disk_read_bytes = -1;
+  double disk_write_bytes = -1;
+  double disk_discard_bytes = -1;
+  double disk_writes = -1;         // write requests completed
+  double disk_write_seconds = -1;  // the time those requests took, added up (issue to completion)
+  // Time the device had a request in flight (io_ticks). Coarse on blk-mq
+  // devices, which count it in whole jiffies at request starts and ends:
+  // recorded, not relied on.
+  double disk_busy_seconds = -1;
+};
+
+/// What changed while a case ran; `ranks_cpu` is the CPU time (user and
+/// system, every thread) all ranks used, summed.
+struct Conditions {
+  MachineCounters delta;
+  double ranks_cpu = 0;
+};
+
+namespace detail_conditions {
+
+inline double psi_total(const std::string& resource, const char* line_kind) {
+  std::ifstream in("/proc/pressure/" + resource);
+  std::string kind;
+  std::string field;
+  while (in >> kind) {
+    for (int i = 0; i < 4 && in >> field; ++i) {
+      if (kind == line_kind && field.rfind("total=", 0) == 0) return std::stod(field.substr(6)) / 1e6;
+    }
+  }
+  return -1;
+}
+
+// /sys/dev/block/MAJOR:MINOR/stat of the device holding `dir` (a partition
+// has its own stat file there too).
+inline std::string device_stat_path(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return "";
+  return "/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)) + "/stat";
+}
+
+}  // namespace detail_conditions
+
+/// Reads every counter now (any process; no MPI).
+inline MachineCounters read_machine_counters(const std::string& device_stat) {
+  MachineCounters c;
+  {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    std::array<double, 8> f{};  // user nice system idle iowait irq softirq steal
+    if (in >> cpu && cpu == "cpu") {
+      for (auto& v : f) in >> v;
+      if (in) {
+        const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+        c.iowait = f[4] / hz;
+        c.steal = f[7] / hz;
+      }
+    }
+  }
+  c.cpu_some = detail_conditions::psi_total("cpu", "some");
+  c.io_some = detail_conditions::psi_total("io", "some");
+  c.io_full = detail_conditions::psi_total("io", "full");
+  c.memory_some = detail_conditions::psi_total("memory", "some");
+  if (!device_stat.empty()) {
+    std::ifstream in(device_stat);
+    // reads merges sectors ticks, writes merges sectors ticks, in_flight io_ticks
+    // queue_ticks, discards merges sectors ticks (sectors of 512 bytes, ticks in ms)
+    std::array<double, 15> f{};
+    std::size_t n = 0;
+    while (n < f.size() && in >> f[n]) ++n;
+    if (n >= 10) {
+      c.disk_read_bytes = f[2] * 512;
+      c.disk_writes = f[4];
+      c.disk_write_bytes = f[6] * 512;
+      c.disk_write_seconds = f[7] / 1e3;
+      c.disk_busy_seconds = f[9] / 1e3;
+    }
+    if (n >= 14) c.disk_discard_bytes = f[13] * 512;
+  }
+  return c;
+}
+
+/// This process's CPU time so far (every thread), seconds.
+inline double process_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+/// Watches the machine around a stretch of code: `start()` and `stop()` on
+/// every rank, collective in `stop()` (the ranks' CPU time is summed).
+class ConditionsWatch {
+ public:
+  explicit ConditionsWatch(const std::string& dir) : device_stat_(detail_conditions::device_stat_path(dir)) {}
+
+  void start() {
+    cpu_ = process_cpu_seconds();
+    if (world_rank() == 0) before_ = read_machine_counters(device_stat_);
+  }
+
+  /// `collective` false: rank 0's counters only, no ranks' CPU time (-1),
+  /// for a stretch that the ranks do not end together.
+  Conditions stop(bool collective = true) const {
+    Conditions c;
+    c.ranks_cpu = process_cpu_seconds() - cpu_;
+    if (world_rank() == 0) {
+      const auto after = read_machine_counters(device_stat_);
+      const auto diff = [](double a, double b) { return a < 0 || b < 0 ? -1.0 : b - a; };
+      auto& d = c.delta;
+      d.steal = diff(before_.steal, after.steal);
+      d.iowait = diff(before_.iowait, after.iowait);
+      d.cpu_some = diff(before_.cpu_some, after.cpu_some);
+      d.io_some = diff(before_.io_some, after.io_some);
+      d.io_full = diff(before_.io_full, after.io_full);
+      d.memory_some = diff(before_.memory_some, after.memory_some);
+      d.disk_read_bytes = diff(before_.disk_read_bytes, after.disk_read_bytes);
+      d.disk_write_bytes = diff(before_.disk_write_bytes, after.disk_write_bytes);
+      d.disk_discard_bytes = diff(before_.disk_discard_bytes, after.disk_discard_bytes);
+      d.disk_writes = diff(before_.disk_writes, after.disk_writes);
+      d.disk_write_seconds = diff(before_.disk_write_seconds, after.disk_write_seconds);
+      d.disk_busy_seconds = diff(before_.disk_busy_seconds, after.disk_busy_seconds);
+    }
+    if (collective)
+      MPI_Allreduce(MPI_IN_PLACE, &c.ranks_cpu, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    else
+      c.ranks_cpu = -1;
+    return c;
+  }
+
+ private:
+  std::string device_stat_;
+  double cpu_ = 0;
+  MachineCounters before_;
+};
+
+/// timed(fn), with what the machine did meanwhile in `conditions`.
+template <typename Fn>
+double timed_watched(ConditionsWatch& watch, Conditions& conditions, Fn&& fn) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  watch.start();
+  const double seconds = timed(std::forward<Fn>(fn));
+  conditions = watch.stop();
+  return seconds;
+}
+
+/// One repetition's conditions as a JSON object, beside its wall time
+/// (written as the benchmark's own repetitions are, so that the two match);
+/// bytes and request counts as integers.
+inline std::string conditions_json(double seconds, const Conditions& c) {
+  const auto& d = c.delta;
+  const auto count = [](double v) { return std::to_string(static_cast<long long>(v)); };
+  std::ostringstream out;
+  out << "{\"seconds\": " << seconds << ", \"ranks_cpu\": " << c.ranks_cpu << ", \"steal\": " << d.steal
+      << ", \"iowait\": " << d.iowait << ", \"cpu_some\": " << d.cpu_some << ", \"io_some\": " << d.io_some
+      << ", \"io_full\": " << d.io_full << ", \"memory_some\": " << d.memory_some
+      << ", \"disk_read_bytes\": " << count(d.disk_read_bytes)
+      << ", \"disk_write_bytes\": " << count(d.disk_write_bytes)
+      << ", \"disk_discard_bytes\": " << count(d.disk_discard_bytes) << ", \"disk_writes\": " << count(d.disk_writes)
+      << ", \"disk_write_seconds\": " << d.disk_write_seconds << ", \"disk_busy_seconds\": " << d.disk_busy_seconds
+      << "}";
+  return out.str();
+}
+
+}  // namespace h5dcp_bench
