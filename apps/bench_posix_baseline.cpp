@@ -2,6 +2,10 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+#include <filesystem>
 
 #include <algorithm>
 #include <cerrno>
@@ -53,7 +57,8 @@ void sync_or_fail(int fd, const std::string& path) {
 
 }  // namespace
 
-void posix_write(const std::string& path, const std::vector<FileRange>& ranges, std::int64_t writeback_bytes) {
+std::uint64_t posix_write(const std::string& path, const std::vector<FileRange>& ranges, std::int64_t writeback_bytes,
+                          bool hash) {
   const Fd fd(path, O_WRONLY | O_CREAT);
   for (const auto& r : ranges) {
     if (r.bytes == 0) continue;
@@ -61,16 +66,28 @@ void posix_write(const std::string& path, const std::vector<FileRange>& ranges, 
     if (rc != 0) fail("posix_fallocate", path, rc);
   }
   const std::int64_t piece = writeback_bytes > 0 ? writeback_bytes : kPiece;
+  std::uint64_t checksums = 0;
   for (const auto& r : ranges) {
     for (std::int64_t done = 0; done < r.bytes; done += piece) {
       const auto n = std::min(piece, r.bytes - done);
-      pwrite_all(fd.get(), static_cast<const char*>(r.data) + done, n, r.offset + done, path);
+      const char* data = static_cast<const char*>(r.data) + done;
+      if (hash) checksums ^= XXH3_64bits(data, static_cast<std::size_t>(n));
+      pwrite_all(fd.get(), data, n, r.offset + done, path);
       // Offset 0, length 0: the whole file, as h5dcp's early write-back asks.
       if (writeback_bytes > 0 && ::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE) != 0)
         fail("sync_file_range", path, errno);
     }
   }
   sync_or_fail(fd.get(), path);
+  return checksums;
+}
+
+void publish(const std::string& temporary, const std::string& final_path) {
+  if (std::rename(temporary.c_str(), final_path.c_str()) != 0) fail("rename", temporary, errno);
+  auto dir = std::filesystem::path(final_path).parent_path();
+  if (dir.empty()) dir = ".";
+  const Fd fd(dir.string(), O_RDONLY | O_DIRECTORY);
+  sync_or_fail(fd.get(), dir.string());
 }
 
 void direct_write(const std::string& path, const std::vector<FileRange>& ranges) {

@@ -22,7 +22,17 @@ struct FileRange {
 /// sync_file_range(SYNC_FILE_RANGE_WRITE) of the whole file (early
 /// write-back; 0: none), then fsync. Not collective. Throws
 /// std::runtime_error naming the call that failed.
-void posix_write(const std::string& path, const std::vector<FileRange>& ranges, std::int64_t writeback_bytes);
+/// `hash`: also takes the XXH3 checksum of every piece before writing it, on
+/// the writing thread, as h5dcp's writer checksums its slabs; returns the
+/// pieces' checksums combined (0 without `hash`), so that the hashing cannot
+/// be left out.
+std::uint64_t posix_write(const std::string& path, const std::vector<FileRange>& ranges, std::int64_t writeback_bytes,
+                          bool hash = false);
+
+/// Publishes `temporary` as `final_path` as h5dcp's commit does: rename, then
+/// fsync of the directory. Not collective (one process calls it, once every
+/// rank's data is durable). Throws std::runtime_error.
+void publish(const std::string& temporary, const std::string& final_path);
 
 /// The disk's own write speed (dd oflag=direct): `ranges` written with
 /// O_DIRECT through an aligned bounce buffer of 16 MiB, then fsync. Offsets
