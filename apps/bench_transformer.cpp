@@ -105,6 +105,26 @@ bool transformer_holds_values(const h5dcp::StateDict& sd, const TransformerShape
   return ok;
 }
 
+std::vector<FileRange> transformer_ranges(const h5dcp::StateDict& sd, const TransformerShape& shape, int rank,
+                                          int world, bool shared_file) {
+  std::vector<FileRange> ranges;
+  std::int64_t end = 0;  // of the file so far
+  for_each_tensor(shape, [&](int, const Shape& global, const std::vector<std::string>& path) {
+    const h5dcp::StateDict* d = &sd;
+    for (std::size_t i = 0; i + 1 < path.size(); ++i) d = &std::get<h5dcp::StateDict>(d->at(path[i]));
+    const auto& shard = std::get<h5dcp::ShardedTensor>(d->at(path.back())).local_shards().at(0);
+    const std::int64_t bytes = shard.tensor.numel() * 4;
+    if (shared_file) {
+      ranges.push_back({end + rank * bytes, shard.tensor.data_ptr(), bytes});
+      end += world * bytes;  // every rank's rows of this tensor
+    } else {
+      ranges.push_back({end, shard.tensor.data_ptr(), bytes});
+      end += bytes;
+    }
+  });
+  return ranges;
+}
+
 std::int64_t transformer_bytes(const TransformerShape& shape) {
   std::int64_t bytes = 0;
   for (const auto& [name, global] : parameters(shape)) {

@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "bench_posix_baseline.hpp"
 #include "h5dcp/state_dict.hpp"
 
 namespace h5dcp_bench {
@@ -33,6 +35,14 @@ bool transformer_holds_values(const h5dcp::StateDict& sd, const TransformerShape
 /// Bytes of the whole state dict (all ranks) and its number of tensors.
 std::int64_t transformer_bytes(const TransformerShape& shape);
 int transformer_tensor_count(const TransformerShape& shape);
+
+/// This rank's bytes of the sharded tensors of `sd` (transformer_state's; the
+/// 0-d steps left out) as file ranges, in the order h5dcp writes them:
+/// `shared_file`: at their places in one file that holds every tensor whole,
+/// one after another, each rank's rows between the other ranks' (h5dcp's
+/// layout); otherwise one after another in a file of the rank's own (DCP's).
+std::vector<FileRange> transformer_ranges(const h5dcp::StateDict& sd, const TransformerShape& shape, int rank,
+                                          int world, bool shared_file);
 
 /// "24 layers, hidden 1024, vocab 16384" for the report.
 std::string describe(const TransformerShape& shape);

@@ -352,6 +352,34 @@ int main(int argc, char** argv) {
       without_read_ahead([&] { checked_load("transformer_load_cold_no_readahead", true); });
     }
     fresh(path);  // 3.7 GB at the default shape: not left for the next case
+    // What the layout alone costs: the same bytes written with POSIX calls and
+    // h5dcp's tricks into one shared file (h5dcp's layout) and into a file per
+    // rank (DCP's), each after the loads as the next save is; which comes first
+    // alternates with the repetitions.
+    const auto shared_path = args.dir + "/transformer-posix.bin";
+    const auto own_path = args.dir + "/transformer-posix-rank" + std::to_string(rank_) + ".bin";
+    const auto remove_posix_files = [&] {
+      std::filesystem::remove(own_path);
+      MPI_Barrier(MPI_COMM_WORLD);
+      fresh(shared_path);  // and sync(): the disk settled after every removal
+    };
+    remove_posix_files();
+    const auto shared_write = [&] {
+      const auto ranges = h5dcp_bench::transformer_ranges(transformer, args.transformer, rank_, size_, true);
+      watched("transformer_posix_shared", [&] { h5dcp_bench::posix_write(shared_path, ranges, writeback_bytes()); });
+    };
+    const auto own_write = [&] {
+      const auto ranges = h5dcp_bench::transformer_ranges(transformer, args.transformer, rank_, size_, false);
+      watched("transformer_posix_per_rank", [&] { h5dcp_bench::posix_write(own_path, ranges, writeback_bytes()); });
+    };
+    if ((rep + args.warmup) % 2 == 0) {
+      shared_write();
+      own_write();
+    } else {
+      own_write();
+      shared_write();
+    }
+    remove_posix_files();
   };
   for (int rep = -args.warmup; rep < args.reps; ++rep) {
     if (rep == 0) {  // the warm-up repetitions are not counted (their checks are)

@@ -113,7 +113,8 @@ ts_ok = bool(ts and ts.get("ok"))
 # of h5dcp-bench --transformer-only and the peer's --transformer-only): where
 # present, its medians over every round replace the main runs' transformer
 # figures, which stay in the prose (main_tf_h, main_tf_p).
-TF_KEYS = ("transformer_save", "transformer_load", "transformer_load_cold", "transformer_load_cold_no_readahead")
+TF_KEYS = ("transformer_save", "transformer_load", "transformer_load_cold", "transformer_load_cold_no_readahead",
+           "transformer_posix_shared", "transformer_posix_per_rank")
 main_tf_h = {k: s[k] for k in TF_KEYS if k in s}
 main_tf_p = {k: p_med[k] for k in TF_KEYS if k in p_med}
 
@@ -289,6 +290,15 @@ if tf:
     if tf_no_wb_med:
         rows.append((f"h5dcp save, {tf_name}, early write-back off (H5DCP_WRITEBACK_MIB=0)", tf_no_wb_med,
                      tf["bytes"] / 1e9 / tf_no_wb_med, spread(tf_no_wb_times), check_cell(tf_no_wb_ok)))
+    # The same bytes (less the 0-d steps, 4 bytes for each of the quarter of the tensors that are
+    # parameters) written with POSIX calls and h5dcp's tricks, in the two layouts.
+    tf_posix_gb = (tf["bytes"] - tf["tensors"]) / 1e9
+    rows += [(f"POSIX pwrite + fsync of the transformer's sharded bytes, h5dcp's tricks, {label}", s.get(key),
+              h_rate(key, tf_posix_gb), spread(ab_samples[key]) if key in ab_samples else h_spread(key),
+              "not read back")
+             for key, label in (("transformer_posix_shared", "one shared file (h5dcp's layout)"),
+                                ("transformer_posix_per_rank", "a file per rank (the peer's layout)"))
+             if key in s]
 for key, label in (("transformer_save", "save"), ("transformer_load", "load"), ("transformer_load_cold", "load, cold")):
     if key in p_med:
         rows.append((f"{PEER} {label}, transformer", p_med[key], pc[key]["bytes"] / 1e9 / p_med[key],
@@ -428,6 +438,25 @@ def target_next(name, text, met, *sides, same=None):
     targets_next.append((name, value, verdict(met()) if compared else "not judged"))
 
 
+def layout_ratio():
+    """The POSIX write of the transformer's bytes into one shared file, against a file per rank:
+    the per-rank files' time over the shared file's (below 1: the shared file is slower); None
+    where not measured."""
+    shared, own = s.get("transformer_posix_shared"), s.get("transformer_posix_per_rank")
+    return own / shared if shared and own else None
+
+
+def transformer_save_notes():
+    """Beside the transformer save's ratio: the knob's, and what the layout alone costs."""
+    notes = []
+    if tf_no_wb_med and tf_no_wb_ok:
+        notes.append(f"early write-back off: {p_med['transformer_save'] / tf_no_wb_med:.2f} ×")
+    if layout_ratio():
+        notes.append(f"the same bytes by POSIX calls: one shared file at {layout_ratio():.2f} × the speed of a file"
+                     " per rank")
+    return notes
+
+
 H_ASYNC = ("h5dcp's async checkpoints", h.get("async_correct") is not False)
 # The transformer and small-tensor cases are compared only for the same bytes.
 tf_same = bool(tf and peer and peer.get("transformer")) and peer["transformer"]["bytes"] == tf["bytes"]
@@ -435,8 +464,8 @@ for case, label in (("transformer_save", "save"), ("transformer_load", "load (wa
                     ("transformer_load_cold", "load (cold)")):
     target_next(f"transformer with AdamW state: {label} ≥ {SMALL_VS_DCP:g} × {PEER}'s speed",
                 lambda case=case: f"{p_med[case] / s[case]:.2f} ×" + (
-                    f" (early write-back off: {p_med[case] / tf_no_wb_med:.2f} ×)"
-                    if case == "transformer_save" and tf_no_wb_med and tf_no_wb_ok else ""),
+                    f" ({'; '.join(transformer_save_notes())})"
+                    if case == "transformer_save" and transformer_save_notes() else ""),
                 lambda case=case: p_med[case] / s[case] >= SMALL_VS_DCP, H,
                 (f"{PEER} transformer {label}", p_ok.get(case), p_med.get(case), s.get(case)), same=tf_same)
 small_same_bytes = bool(peer) and peer.get("small_gb") is not None and abs(peer["small_gb"] - h["small_gb"]) <= \
@@ -859,6 +888,28 @@ def cold_text():
     return text
 
 
+def layout_text():
+    """The transformer's bytes written by POSIX calls in h5dcp's layout and the peer's, this run."""
+    if not layout_ratio():
+        return ""
+    shared, own = s["transformer_posix_shared"], s["transformer_posix_per_rank"]
+    where = f" in the same {plural(ab_rounds, 'round')}" if ab_rounds else ""
+    runs = ab_h if ab_rounds else [h]
+    loads = "the cold loads" if all(j.get("cold") for j in runs) else "the loads"
+    text = (f" bench.sh measures that layout's cost{where}: right after {loads}, as the next save comes,"
+            " the same bytes written with POSIX calls and h5dcp's tricks (space reserved, early write-back,"
+            f" fsync; no HDF5, no checksums) took {shared:.3f} s into one shared file"
+            f" ({spread(ab_samples.get('transformer_posix_shared', []))} s) and {own:.3f} s into a file per rank"
+            f" ({spread(ab_samples.get('transformer_posix_per_rank', []))} s), which of the two came first"
+            " alternating.")
+    if shared > own:
+        text += (f" The shared file took {shared / own:.2f} × the time: that much of the save stands in the"
+                 " one-file layout itself, whatever h5dcp does above it.")
+    else:
+        text += " In this run the shared file was not the slower of the two."
+    return text
+
+
 def transformer_text():
     if not tf or "transformer_save" not in s or not h_ok:
         return ""
@@ -889,8 +940,9 @@ def transformer_text():
              " puts a large share of the save's samples in ext4's inode lock (`rwsem_down_write_slowpath`,"
              " spinning on the owner): ext4 lets one buffered write into a file at a time, so the ranks'"
              " copies into the page cache of the one shared file take turns, where the peer's file per"
-             " rank lets them run side by side. With many tensors that is many short turns."
-             " The larger cost is elsewhere: this case's save is slower in runs with cold loads between"
+             " rank lets them run side by side. With many tensors that is many short turns.")
+    text += layout_text()
+    text += (" The larger cost is elsewhere: this case's save is slower in runs with cold loads between"
              " the saves than in runs without them, all of it in `save:write`. A standalone POSIX test of"
              " this case's layout (two processes writing their halves of every tensor into one"
              " preallocated file with pwrite, early write-back every 64 MiB, fsync) showed the same: slow"

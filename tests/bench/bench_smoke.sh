@@ -54,7 +54,9 @@ for row in "h5dcp save |" "POSIX pwrite + fsync" "POSIX pwrite + fsync, h5dcp's 
   "h5dcp async save, caller blocked: its copy into staging memory" \
   "h5dcp load, 40 tensors of 16 KiB, on every rank |" "PyTorch 2.13 DCP save |" \
   "PyTorch 2.13 DCP load, on every rank, 40 tensors of 16 KiB |" \
-  "h5dcp save, transformer (2 layers, hidden 64, vocab 256; 112 tensors) |" "PyTorch 2.13 DCP load, transformer |"; do
+  "h5dcp save, transformer (2 layers, hidden 64, vocab 256; 112 tensors) |" "PyTorch 2.13 DCP load, transformer |" \
+  "POSIX pwrite + fsync of the transformer's sharded bytes, h5dcp's tricks, one shared file (h5dcp's layout) |" \
+  "POSIX pwrite + fsync of the transformer's sharded bytes, h5dcp's tricks, a file per rank (the peer's layout) |"; do
   line=$(grep -F "| $row" "$report" || true)
   [ -n "$line" ] || fail "the report has no row '$row'"
   echo "$line" | grep -Eq "\| [0-9]+\.[0-9]{3} \|" || fail "row '$row' has no seconds: $line"
@@ -85,8 +87,11 @@ done
 row="h5dcp save, transformer (2 layers, hidden 64, vocab 256; 112 tensors), early write-back off (H5DCP_WRITEBACK_MIB=0) |"
 grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \|$" ||
   fail "the report has no checked row '$row': $(grep -F "early write-back off" "$report")"
-grep -F "| transformer with AdamW state: save" "$report" | grep -Eq "× \(early write-back off: [0-9]+\.[0-9]{2} ×\)" ||
+grep -F "| transformer with AdamW state: save" "$report" |
+  grep -Eq "× \(early write-back off: [0-9]+\.[0-9]{2} ×; the same bytes by POSIX calls: one shared file at [0-9]+\.[0-9]{2} × the speed of a file per rank\)" ||
   fail "the transformer save target does not show the knob: $(grep -F "| transformer with AdamW state: save" "$report")"
+grep -q "bench.sh measures that layout's cost in the same 1 round: right after the loads" "$report" ||
+  fail "the transformer paragraph does not give the layout's POSIX writes"
 grep -q "also ran the case with early write-back off (\`H5DCP_WRITEBACK_MIB=0\`), right after its default run" \
   "$report" || fail "the transformer paragraph does not compare the save with early write-back off"
 grep -F "| save ≥ 1.5 × PyTorch 2.13 DCP's save" "$report" | grep -q "(the alternated rounds; the main runs: " ||
@@ -100,7 +105,8 @@ grep -F "| async blocking ≤ 1.1 ×" "$report" | grep -q "(the call's own copy 
 import json, sys
 out = sys.argv[1]
 h = json.load(open(f"{out}/h5dcp.json"))
-for key in ("save", "raw", "posix_write", "posix_checkpoint", "staging_copy", "async_blocking", "transformer_save"):
+for key in ("save", "raw", "posix_write", "posix_checkpoint", "staging_copy", "async_blocking", "transformer_save",
+            "transformer_posix_shared", "transformer_posix_per_rank"):
     reps, conds = h["seconds"][key], h["conditions"][key]
     assert [c["seconds"] for c in conds] == reps, (key, reps, conds)
     assert all(c["ranks_cpu"] > 0 or key == "async_blocking" for c in conds), (key, conds)
