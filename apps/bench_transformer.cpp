@@ -106,15 +106,15 @@ bool transformer_holds_values(const h5dcp::StateDict& sd, const TransformerShape
 }
 
 std::vector<FileRange> transformer_ranges(const h5dcp::StateDict& sd, const TransformerShape& shape, int rank,
-                                          int world, bool shared_file) {
+                                          int world, FileLayout layout) {
   std::vector<FileRange> ranges;
-  std::int64_t end = 0;  // of the file so far
+  std::int64_t end = 0;  // of the file (kInterleaved) or of this rank's bytes so far
   for_each_tensor(shape, [&](int, const Shape& global, const std::vector<std::string>& path) {
     const h5dcp::StateDict* d = &sd;
     for (std::size_t i = 0; i + 1 < path.size(); ++i) d = &std::get<h5dcp::StateDict>(d->at(path[i]));
     const auto& shard = std::get<h5dcp::ShardedTensor>(d->at(path.back())).local_shards().at(0);
     const std::int64_t bytes = shard.tensor.numel() * 4;
-    if (shared_file) {
+    if (layout == FileLayout::kInterleaved) {
       ranges.push_back({end + rank * bytes, shard.tensor.data_ptr(), bytes});
       end += world * bytes;  // every rank's rows of this tensor
     } else {
@@ -122,6 +122,9 @@ std::vector<FileRange> transformer_ranges(const h5dcp::StateDict& sd, const Tran
       end += bytes;
     }
   });
+  // Each rank's region starts where the ranks before it end (they hold as many bytes).
+  if (layout == FileLayout::kRankRegions)
+    for (auto& r : ranges) r.offset += rank * end;
   return ranges;
 }
 

@@ -36,13 +36,18 @@ bool transformer_holds_values(const h5dcp::StateDict& sd, const TransformerShape
 std::int64_t transformer_bytes(const TransformerShape& shape);
 int transformer_tensor_count(const TransformerShape& shape);
 
+/// Where a rank's bytes go in transformer_ranges.
+enum class FileLayout {
+  kInterleaved,  // one file, every tensor whole, each rank's rows between the other ranks' (h5dcp's layout)
+  kRankRegions,  // one file, each rank's rows of every tensor in a region of the rank's own
+  kFilePerRank,  // a file of the rank's own (the peer's layout)
+};
+
 /// This rank's bytes of the sharded tensors of `sd` (transformer_state's; the
-/// 0-d steps left out) as file ranges, in the order h5dcp writes them:
-/// `shared_file`: at their places in one file that holds every tensor whole,
-/// one after another, each rank's rows between the other ranks' (h5dcp's
-/// layout); otherwise one after another in a file of the rank's own (DCP's).
+/// 0-d steps left out) as file ranges in `layout`, in the order h5dcp writes
+/// them (every rank holds the same bytes).
 std::vector<FileRange> transformer_ranges(const h5dcp::StateDict& sd, const TransformerShape& shape, int rank,
-                                          int world, bool shared_file);
+                                          int world, FileLayout layout);
 
 /// "24 layers, hidden 1024, vocab 16384" for the report.
 std::string describe(const TransformerShape& shape);

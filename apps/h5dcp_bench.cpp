@@ -46,6 +46,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bench_conditions.hpp"
@@ -353,9 +354,10 @@ int main(int argc, char** argv) {
     }
     fresh(path);  // 3.7 GB at the default shape: not left for the next case
     // What the layout alone costs: the same bytes written with POSIX calls and
-    // h5dcp's tricks into one shared file (h5dcp's layout) and into a file per
-    // rank (DCP's), each after the loads as the next save is; which comes first
-    // alternates with the repetitions.
+    // h5dcp's tricks into one shared file (h5dcp's layout), into one file with
+    // a region per rank (the same file's lock, no interleaving), and into a
+    // file per rank (the peer's), each after the loads as the next save is;
+    // which comes first rotates with the repetitions.
     const auto shared_path = args.dir + "/transformer-posix.bin";
     const auto own_path = args.dir + "/transformer-posix-rank" + std::to_string(rank_) + ".bin";
     const auto remove_posix_files = [&] {
@@ -363,23 +365,20 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       fresh(shared_path);  // and sync(): the disk settled after every removal
     };
+    using h5dcp_bench::FileLayout;
+    const std::vector<std::tuple<const char*, FileLayout, std::string>> layouts{
+        {"transformer_posix_shared", FileLayout::kInterleaved, shared_path},
+        {"transformer_posix_regions", FileLayout::kRankRegions, shared_path},
+        {"transformer_posix_per_rank", FileLayout::kFilePerRank, own_path}};
     remove_posix_files();
-    const auto shared_write = [&] {
-      const auto ranges = h5dcp_bench::transformer_ranges(transformer, args.transformer, rank_, size_, true);
-      watched("transformer_posix_shared", [&] { h5dcp_bench::posix_write(shared_path, ranges, writeback_bytes()); });
-    };
-    const auto own_write = [&] {
-      const auto ranges = h5dcp_bench::transformer_ranges(transformer, args.transformer, rank_, size_, false);
-      watched("transformer_posix_per_rank", [&] { h5dcp_bench::posix_write(own_path, ranges, writeback_bytes()); });
-    };
-    if ((rep + args.warmup) % 2 == 0) {
-      shared_write();
-      own_write();
-    } else {
-      own_write();
-      shared_write();
+    for (std::size_t i = 0; i < layouts.size(); ++i) {
+      const auto& which = layouts[(i + static_cast<std::size_t>(rep + args.warmup)) % layouts.size()];
+      const auto& file = std::get<2>(which);
+      const auto ranges =
+          h5dcp_bench::transformer_ranges(transformer, args.transformer, rank_, size_, std::get<1>(which));
+      watched(std::get<0>(which), [&] { h5dcp_bench::posix_write(file, ranges, writeback_bytes()); });
+      remove_posix_files();
     }
-    remove_posix_files();
   };
   for (int rep = -args.warmup; rep < args.reps; ++rep) {
     if (rep == 0) {  // the warm-up repetitions are not counted (their checks are)

@@ -56,6 +56,7 @@ for row in "h5dcp save |" "POSIX pwrite + fsync" "POSIX pwrite + fsync, h5dcp's 
   "PyTorch 2.13 DCP load, on every rank, 40 tensors of 16 KiB |" \
   "h5dcp save, transformer (2 layers, hidden 64, vocab 256; 112 tensors) |" "PyTorch 2.13 DCP load, transformer |" \
   "POSIX pwrite + fsync of the transformer's sharded bytes, h5dcp's tricks, one shared file (h5dcp's layout) |" \
+  "POSIX pwrite + fsync of the transformer's sharded bytes, h5dcp's tricks, one shared file, a region per rank |" \
   "POSIX pwrite + fsync of the transformer's sharded bytes, h5dcp's tricks, a file per rank (the peer's layout) |"; do
   line=$(grep -F "| $row" "$report" || true)
   [ -n "$line" ] || fail "the report has no row '$row'"
@@ -106,7 +107,7 @@ import json, sys
 out = sys.argv[1]
 h = json.load(open(f"{out}/h5dcp.json"))
 for key in ("save", "raw", "posix_write", "posix_checkpoint", "staging_copy", "async_blocking", "transformer_save",
-            "transformer_posix_shared", "transformer_posix_per_rank"):
+            "transformer_posix_shared", "transformer_posix_regions", "transformer_posix_per_rank"):
     reps, conds = h["seconds"][key], h["conditions"][key]
     assert [c["seconds"] for c in conds] == reps, (key, reps, conds)
     assert all(c["ranks_cpu"] > 0 or key == "async_blocking" for c in conds), (key, conds)
