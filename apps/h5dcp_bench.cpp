@@ -29,7 +29,10 @@
 //             5,000 tensors loaded back on every rank, warm and cold
 //   transformer  a real model's shape: a 24-layer transformer's state dict with AdamW
 //             state (~1,200 tensors from 4 B and 4 KiB to 64 MiB, FSDP-sharded on dim
-//             0), saved, then loaded warm and cold (bench_transformer.hpp)
+//             0), saved, then loaded warm and cold (bench_transformer.hpp); with
+//             --transformer-layouts, only its bytes written by POSIX calls in three
+//             layouts: h5dcp's one shared file, one file with a region per rank, a
+//             file per rank
 // and the peak resident memory of each rank.
 
 #include <ATen/ATen.h>
@@ -86,6 +89,7 @@ struct Args {
   // Only the transformer case (bench.sh alternates it with the peer's, so
   // that both meet the disk in the same state).
   bool transformer_only = false;
+  bool layouts_only = false;  // with transformer_only: only the transformer's POSIX writes (--transformer-layouts)
 };
 
 constexpr int kTensors = 4;
@@ -267,6 +271,8 @@ int main(int argc, char** argv) {
       args.async_only = true;
     else if (arg == "--transformer-only")
       args.transformer_only = true;
+    else if (arg == "--transformer-layouts")
+      args.transformer_only = args.layouts_only = true;
     else {
       std::printf(
           "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
@@ -275,7 +281,7 @@ int main(int argc, char** argv) {
           "                                 [--transformer-layers L (0: none)] [--transformer-hidden H]\n"
           "                                 [--transformer-vocab V]\n"
           "                                 [--independent] [--save-only] [--no-raw] [--async-only]\n"
-          "                                 [--transformer-only]\n");
+          "                                 [--transformer-only] [--transformer-layouts]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
@@ -353,11 +359,17 @@ int main(int argc, char** argv) {
       without_read_ahead([&] { checked_load("transformer_load_cold_no_readahead", true); });
     }
     fresh(path);  // 3.7 GB at the default shape: not left for the next case
-    // What the layout alone costs: the same bytes written with POSIX calls and
-    // h5dcp's tricks into one shared file (h5dcp's layout), into one file with
-    // a region per rank (the same file's lock, no interleaving), and into a
-    // file per rank (the peer's), each after the loads as the next save is;
-    // which comes first rotates with the repetitions.
+  };
+  // --transformer-layouts: what the one-file layout alone costs the
+  // transformer's save. The same bytes written with POSIX calls and h5dcp's
+  // tricks into one shared file (h5dcp's layout), into one file with a region
+  // per rank (the same file and its lock, the ranks' rows not interleaved),
+  // and into a file per rank (the peer's); each after a page-cache drop (when
+  // cold), as the transformer case's saves follow its cold loads; which comes
+  // first rotates with the repetitions. A process of its own (bench.sh runs it
+  // in each transformer round), so that the transformer case's saves keep
+  // what comes before them.
+  const auto layouts_case = [&](int rep) {
     const auto shared_path = args.dir + "/transformer-posix.bin";
     const auto own_path = args.dir + "/transformer-posix-rank" + std::to_string(rank_) + ".bin";
     const auto remove_posix_files = [&] {
@@ -372,6 +384,7 @@ int main(int argc, char** argv) {
         {"transformer_posix_per_rank", FileLayout::kFilePerRank, own_path}};
     remove_posix_files();
     for (std::size_t i = 0; i < layouts.size(); ++i) {
+      drop_caches(cold);  // as the transformer case's saves come after its cold loads
       const auto& which = layouts[(i + static_cast<std::size_t>(rep + args.warmup)) % layouts.size()];
       const auto& file = std::get<2>(which);
       const auto ranges =
@@ -386,7 +399,10 @@ int main(int argc, char** argv) {
       conditions.clear();
     }
     if (args.transformer_only) {
-      transformer_case(rep);
+      if (args.layouts_only)
+        layouts_case(rep);
+      else
+        transformer_case(rep);
       continue;
     }
     if (!args.no_raw) {
@@ -569,7 +585,9 @@ int main(int argc, char** argv) {
     std::printf("h5dcp-bench: %d ranks, transformer only (%s; %d tensors, %.3f GB), %d reps, %s\n", size_,
                 h5dcp_bench::describe(args.transformer).c_str(),
                 h5dcp_bench::transformer_tensor_count(args.transformer), tgb, args.reps,
-                correct ? "every load checked: equal" : "LOADS WRONG");
+                args.layouts_only ? "POSIX writes only, not read back"
+                : correct         ? "every load checked: equal"
+                                  : "LOADS WRONG");
     for (const auto& [key, seconds] : t)
       std::printf("%-40s %10.3f %10.3f GB/s\n", key.c_str(), median(seconds), tgb / median(seconds));
   }

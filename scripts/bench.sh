@@ -19,7 +19,8 @@
 # thread_count, tried 1, 2, 4), AB_ROUNDS (3) and AB_REPS (2): the transformer
 # case run by h5dcp-bench and the peer alternately, AB_ROUNDS times each with
 # AB_REPS timed repetitions after a warm-up (the report's transformer figures;
-# each round also runs h5dcp-bench's case with early write-back off);
+# each round also runs h5dcp-bench's case with early write-back off, and its
+# --transformer-layouts: the same bytes by POSIX calls in three file layouts);
 # SAVE_AB_ROUNDS (5): the same for the 1 GiB save (the save-vs-DCP targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,6 +97,10 @@ for round in $(seq "$AB_ROUNDS"); do
     --json "$out/ab/no-writeback-h5dcp-$round.json" "${cold[@]}" | grep transformer_save || status=1
   mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" \
     --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/dcp-$round.json" "${cold[@]}" | grep transformer || status=1
+  # What the one-file layout alone costs: the same bytes by POSIX calls into one shared file, one
+  # file with a region per rank, and a file per rank, each after a page-cache drop.
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --transformer-layouts --gib 0.01 --small-count 0 \
+    --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/layouts-h5dcp-$round.json" "${cold[@]}" | grep posix || status=1
 done
 echo "== conversions of a checkpoint larger than memory: each direction in a memory cgroup of half the data"
 # tests/convert/larger_than_memory_test.py (CTest's convert.larger_than_memory);

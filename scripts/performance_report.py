@@ -113,8 +113,7 @@ ts_ok = bool(ts and ts.get("ok"))
 # of h5dcp-bench --transformer-only and the peer's --transformer-only): where
 # present, its medians over every round replace the main runs' transformer
 # figures, which stay in the prose (main_tf_h, main_tf_p).
-TF_KEYS = ("transformer_save", "transformer_load", "transformer_load_cold", "transformer_load_cold_no_readahead",
-           "transformer_posix_shared", "transformer_posix_regions", "transformer_posix_per_rank")
+TF_KEYS = ("transformer_save", "transformer_load", "transformer_load_cold", "transformer_load_cold_no_readahead")
 main_tf_h = {k: s[k] for k in TF_KEYS if k in s}
 main_tf_p = {k: p_med[k] for k in TF_KEYS if k in p_med}
 
@@ -166,6 +165,13 @@ tf_no_wb_med = statistics.median(tf_no_wb_times) if tf_no_wb_times else None
 # back after its round): where present, the save-vs-peer targets take the
 # medians over every round's repetitions (the main runs' saves, seconds apart
 # and after different cases on each side, stay in the table and the prose).
+# The transformer's bytes written by POSIX calls in three file layouts (bench.sh's rounds run
+# h5dcp-bench --transformer-layouts: ab/layouts-h5dcp-N.json).
+LAYOUT_KEYS = ("transformer_posix_shared", "transformer_posix_regions", "transformer_posix_per_rank")
+layout_runs = [j for j in (load_json(f"ab/layouts-h5dcp-{n}.json") for n in range(1, ab_rounds + 1)) if j]
+layout_samples = {k: [t for j in layout_runs for t in j.get("seconds", {}).get(k, [])] for k in LAYOUT_KEYS}
+layout_med = {k: statistics.median(v) for k, v in layout_samples.items() if v}
+
 save_ab_h, save_ab_p = alternated_rounds("save-")
 save_ab_rounds = len(save_ab_h)
 save_ab_h_times = [t for j in save_ab_h for t in j.get("seconds", {}).get("save", [])]
@@ -293,13 +299,12 @@ if tf:
     # The same bytes (less the 0-d steps, 4 bytes for each of the quarter of the tensors that are
     # parameters) written with POSIX calls and h5dcp's tricks, in the two layouts.
     tf_posix_gb = (tf["bytes"] - tf["tensors"]) / 1e9
-    rows += [(f"POSIX pwrite + fsync of the transformer's sharded bytes, h5dcp's tricks, {label}", s.get(key),
-              h_rate(key, tf_posix_gb), spread(ab_samples[key]) if key in ab_samples else h_spread(key),
-              "not read back")
+    rows += [(f"POSIX pwrite + fsync of the transformer's sharded bytes, h5dcp's tricks, {label}", layout_med[key],
+              tf_posix_gb / layout_med[key], spread(layout_samples[key]), "not read back")
              for key, label in (("transformer_posix_shared", "one shared file (h5dcp's layout)"),
                                 ("transformer_posix_regions", "one shared file, a region per rank"),
                                 ("transformer_posix_per_rank", "a file per rank (the peer's layout)"))
-             if key in s]
+             if key in layout_med]
 for key, label in (("transformer_save", "save"), ("transformer_load", "load"), ("transformer_load_cold", "load, cold")):
     if key in p_med:
         rows.append((f"{PEER} {label}, transformer", p_med[key], pc[key]["bytes"] / 1e9 / p_med[key],
@@ -443,7 +448,7 @@ def layout_ratio():
     """The POSIX write of the transformer's bytes into one shared file, against a file per rank:
     the per-rank files' time over the shared file's (below 1: the shared file is slower); None
     where not measured."""
-    shared, own = s.get("transformer_posix_shared"), s.get("transformer_posix_per_rank")
+    shared, own = layout_med.get("transformer_posix_shared"), layout_med.get("transformer_posix_per_rank")
     return own / shared if shared and own else None
 
 
@@ -748,6 +753,9 @@ watched_cases = [
     ("h5dcp load, cold", conditions_of([h], "load_cold")),
     ("POSIX read, cold", conditions_of([h], "posix_read_cold")),
     ("h5dcp save, transformer, alternated rounds", conditions_of(ab_h, "transformer_save")),
+    ("transformer's bytes by POSIX calls, one shared file", conditions_of(layout_runs, "transformer_posix_shared")),
+    ("the same, one file with a region per rank", conditions_of(layout_runs, "transformer_posix_regions")),
+    ("the same, a file per rank", conditions_of(layout_runs, "transformer_posix_per_rank")),
     (f"{PEER} save, transformer, alternated rounds", conditions_of(ab_p, "transformer_save")),
 ]
 watched_cases = [(name, reps) for name, reps in watched_cases if len(reps) >= 2]
@@ -895,19 +903,18 @@ def layout_text():
     and the last comes from."""
     if not layout_ratio():
         return ""
-    shared, own = s["transformer_posix_shared"], s["transformer_posix_per_rank"]
-    regions = s.get("transformer_posix_regions")
-    where = f" in the same {plural(ab_rounds, 'round')}" if ab_rounds else ""
-    runs = ab_h if ab_rounds else [h]
-    loads = "the cold loads" if all(j.get("cold") for j in runs) else "the loads"
-    text = (f" bench.sh measures that layout's cost{where}: right after {loads}, as the next save comes,"
-            " the same bytes written with POSIX calls and h5dcp's tricks (space reserved, early write-back,"
-            f" fsync; no HDF5, no checksums) took {shared:.3f} s into one shared file"
-            f" ({spread(ab_samples.get('transformer_posix_shared', []))} s)")
+    shared, own = layout_med["transformer_posix_shared"], layout_med["transformer_posix_per_rank"]
+    regions = layout_med.get("transformer_posix_regions")
+    after = ("each after a page-cache drop, as the saves come after cold loads"
+             if all(j.get("cold") for j in layout_runs) else "one after another")
+    text = (f" bench.sh measures that layout's cost in each transformer round ({len(layout_runs)} here;"
+            " h5dcp-bench --transformer-layouts, a process of its own): the same bytes written with POSIX calls"
+            f" and h5dcp's tricks (space reserved, early write-back, fsync; no HDF5, no checksums), {after}, took"
+            f" {shared:.3f} s into one shared file ({spread(layout_samples['transformer_posix_shared'])} s)")
     if regions:
         text += (f", {regions:.3f} s into one file with a region of each rank's own (the same file, the ranks' rows"
-                 f" not interleaved; {spread(ab_samples.get('transformer_posix_regions', []))} s)")
-    text += (f" and {own:.3f} s into a file per rank ({spread(ab_samples.get('transformer_posix_per_rank', []))} s),"
+                 f" not interleaved; {spread(layout_samples['transformer_posix_regions'])} s)")
+    text += (f" and {own:.3f} s into a file per rank ({spread(layout_samples['transformer_posix_per_rank'])} s),"
              " which came first rotating with the repetitions.")
     if shared < 1.1 * own:
         return text + " In this run the shared file cost no more than a tenth over files per rank."
