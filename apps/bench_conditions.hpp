@@ -28,27 +28,52 @@
 
 namespace h5dcp_bench {
 
-/// The counters at one moment (seconds, bytes; -1: not available here).
-struct MachineCounters {
-  double steal = -1;        // /proc/stat: every CPU's steal time
-  double iowait = -1;       // /proc/stat: every CPU's iowait time
-  double cpu_some = -1;     // /proc/pressure/cpu: some task waited for a CPU
-  double io_some = -1;      // /proc/pressure/io: some task waited for I/O
-  double io_full = -1;      // /proc/pressure/io: every non-idle task waited for I/O
-  double memory_some = -1;  // /proc/pressure/memory: some task waited for memory (reclaim)
-  double disk_read_bytes = -1;
-  double disk_write_bytes = -1;
-  double disk_discard_bytes = -1;
-  double disk_writes = -1;         // write requests completed
-  double disk_write_seconds = -1;  // the time those requests took, added up (issue to completion)
-  // Time the device had a request in flight (io_ticks). Coarse on blk-mq
-  // devices, which count it in whole jiffies at request starts and ends:
-  // recorded, not relied on.
-  double disk_busy_seconds = -1;
+/// The counters read at one moment, in seconds and bytes.
+enum Counter : std::size_t {
+  kSteal,             // /proc/stat: every CPU's steal time
+  kIowait,            // /proc/stat: every CPU's iowait time
+  kCpuSome,           // /proc/pressure/cpu: some task waited for a CPU
+  kIoSome,            // /proc/pressure/io: some task waited for I/O
+  kIoFull,            // /proc/pressure/io: every non-idle task waited for I/O
+  kMemorySome,        // /proc/pressure/memory: some task waited for memory (reclaim)
+  kDiskReadBytes,     // the block device: bytes read,
+  kDiskWriteBytes,    //   written,
+  kDiskDiscardBytes,  //   discarded,
+  kDiskWrites,        //   write requests completed,
+  kDiskWriteSeconds,  //   the time those requests took, added up (issue to completion),
+  // and the time the device had a request in flight (io_ticks). Coarse on
+  // blk-mq devices, which count it in whole jiffies at request starts and
+  // ends: recorded, not relied on.
+  kDiskBusySeconds,
+  kCounterCount
 };
 
-/// What changed while a case ran; `ranks_cpu` is the CPU time (user and
-/// system, every thread) all ranks used, summed.
+/// The counters' names in the benchmarks' JSON (the peer's are the same).
+inline const char* counter_name(std::size_t c) {
+  static constexpr std::array<const char*, kCounterCount> kNames{"steal",
+                                                                 "iowait",
+                                                                 "cpu_some",
+                                                                 "io_some",
+                                                                 "io_full",
+                                                                 "memory_some",
+                                                                 "disk_read_bytes",
+                                                                 "disk_write_bytes",
+                                                                 "disk_discard_bytes",
+                                                                 "disk_writes",
+                                                                 "disk_write_seconds",
+                                                                 "disk_busy_seconds"};
+  return kNames.at(c);
+}
+
+/// -1 where this machine has no such counter.
+struct MachineCounters {
+  MachineCounters() { value.fill(-1); }
+  std::array<double, kCounterCount> value{};
+};
+
+/// What changed while a case ran (`delta`: -1 where not measured);
+/// `ranks_cpu` is the CPU time (user and system, every thread) all ranks
+/// used, summed.
 struct Conditions {
   MachineCounters delta;
   double ranks_cpu = 0;
@@ -81,23 +106,24 @@ inline std::string device_stat_path(const std::string& dir) {
 /// Reads every counter now (any process; no MPI).
 inline MachineCounters read_machine_counters(const std::string& device_stat) {
   MachineCounters c;
+  auto& v = c.value;
   {
     std::ifstream in("/proc/stat");
     std::string cpu;
     std::array<double, 8> f{};  // user nice system idle iowait irq softirq steal
     if (in >> cpu && cpu == "cpu") {
-      for (auto& v : f) in >> v;
+      for (auto& x : f) in >> x;
       if (in) {
         const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
-        c.iowait = f[4] / hz;
-        c.steal = f[7] / hz;
+        v[kIowait] = f[4] / hz;
+        v[kSteal] = f[7] / hz;
       }
     }
   }
-  c.cpu_some = detail_conditions::psi_total("cpu", "some");
-  c.io_some = detail_conditions::psi_total("io", "some");
-  c.io_full = detail_conditions::psi_total("io", "full");
-  c.memory_some = detail_conditions::psi_total("memory", "some");
+  v[kCpuSome] = detail_conditions::psi_total("cpu", "some");
+  v[kIoSome] = detail_conditions::psi_total("io", "some");
+  v[kIoFull] = detail_conditions::psi_total("io", "full");
+  v[kMemorySome] = detail_conditions::psi_total("memory", "some");
   if (!device_stat.empty()) {
     std::ifstream in(device_stat);
     // reads merges sectors ticks, writes merges sectors ticks, in_flight io_ticks
@@ -106,13 +132,13 @@ inline MachineCounters read_machine_counters(const std::string& device_stat) {
     std::size_t n = 0;
     while (n < f.size() && in >> f[n]) ++n;
     if (n >= 10) {
-      c.disk_read_bytes = f[2] * 512;
-      c.disk_writes = f[4];
-      c.disk_write_bytes = f[6] * 512;
-      c.disk_write_seconds = f[7] / 1e3;
-      c.disk_busy_seconds = f[9] / 1e3;
+      v[kDiskReadBytes] = f[2] * 512;
+      v[kDiskWrites] = f[4];
+      v[kDiskWriteBytes] = f[6] * 512;
+      v[kDiskWriteSeconds] = f[7] / 1e3;
+      v[kDiskBusySeconds] = f[9] / 1e3;
     }
-    if (n >= 14) c.disk_discard_bytes = f[13] * 512;
+    if (n >= 14) v[kDiskDiscardBytes] = f[13] * 512;
   }
   return c;
 }
@@ -143,20 +169,11 @@ class ConditionsWatch {
     c.ranks_cpu = process_cpu_seconds() - cpu_;
     if (world_rank() == 0) {
       const auto after = read_machine_counters(device_stat_);
-      const auto diff = [](double a, double b) { return a < 0 || b < 0 ? -1.0 : b - a; };
-      auto& d = c.delta;
-      d.steal = diff(before_.steal, after.steal);
-      d.iowait = diff(before_.iowait, after.iowait);
-      d.cpu_some = diff(before_.cpu_some, after.cpu_some);
-      d.io_some = diff(before_.io_some, after.io_some);
-      d.io_full = diff(before_.io_full, after.io_full);
-      d.memory_some = diff(before_.memory_some, after.memory_some);
-      d.disk_read_bytes = diff(before_.disk_read_bytes, after.disk_read_bytes);
-      d.disk_write_bytes = diff(before_.disk_write_bytes, after.disk_write_bytes);
-      d.disk_discard_bytes = diff(before_.disk_discard_bytes, after.disk_discard_bytes);
-      d.disk_writes = diff(before_.disk_writes, after.disk_writes);
-      d.disk_write_seconds = diff(before_.disk_write_seconds, after.disk_write_seconds);
-      d.disk_busy_seconds = diff(before_.disk_busy_seconds, after.disk_busy_seconds);
+      for (std::size_t i = 0; i < kCounterCount; ++i) {
+        const double a = before_.value[i];
+        const double b = after.value[i];
+        c.delta.value[i] = a < 0 || b < 0 ? -1.0 : b - a;
+      }
     }
     if (collective)
       MPI_Allreduce(MPI_IN_PLACE, &c.ranks_cpu, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -185,17 +202,18 @@ double timed_watched(ConditionsWatch& watch, Conditions& conditions, Fn&& fn) {
 /// (written as the benchmark's own repetitions are, so that the two match);
 /// bytes and request counts as integers.
 inline std::string conditions_json(double seconds, const Conditions& c) {
-  const auto& d = c.delta;
-  const auto count = [](double v) { return std::to_string(static_cast<long long>(v)); };
   std::ostringstream out;
-  out << "{\"seconds\": " << seconds << ", \"ranks_cpu\": " << c.ranks_cpu << ", \"steal\": " << d.steal
-      << ", \"iowait\": " << d.iowait << ", \"cpu_some\": " << d.cpu_some << ", \"io_some\": " << d.io_some
-      << ", \"io_full\": " << d.io_full << ", \"memory_some\": " << d.memory_some
-      << ", \"disk_read_bytes\": " << count(d.disk_read_bytes)
-      << ", \"disk_write_bytes\": " << count(d.disk_write_bytes)
-      << ", \"disk_discard_bytes\": " << count(d.disk_discard_bytes) << ", \"disk_writes\": " << count(d.disk_writes)
-      << ", \"disk_write_seconds\": " << d.disk_write_seconds << ", \"disk_busy_seconds\": " << d.disk_busy_seconds
-      << "}";
+  out << "{\"seconds\": " << seconds << ", \"ranks_cpu\": " << c.ranks_cpu;
+  for (std::size_t i = 0; i < kCounterCount; ++i) {
+    const double v = c.delta.value[i];
+    const bool count = i == kDiskReadBytes || i == kDiskWriteBytes || i == kDiskDiscardBytes || i == kDiskWrites;
+    out << ", \"" << counter_name(i) << "\": ";
+    if (count)
+      out << static_cast<long long>(v);
+    else
+      out << v;
+  }
+  out << "}";
   return out.str();
 }
 

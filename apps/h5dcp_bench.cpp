@@ -696,32 +696,32 @@ int main(int argc, char** argv) {
           << ",\n  \"peak_rss_bytes\": " << peak << ",\n  \"shard_bytes\": " << per_rank_bytes
           << ",\n  \"staging_bytes\": " << h5dcp::last_async_save_stats().staging_bytes
           << ",\n  \"async_plans\": {\"planned\": " << plan_cache.planned() << ", \"reused\": " << plan_cache.reused()
-          << "},\n  \"mpi_io\": \"" << (std::getenv("OMPI_MCA_io") ? std::getenv("OMPI_MCA_io") : "default")
-          << "\",\n  \"median_seconds\": {";
-      bool first = true;
-      for (const auto& [name, v] : t) {
-        out << (first ? "\n" : ",\n") << "    \"" << name << "\": " << median(v);
-        first = false;
-      }
+          << "},\n  \"mpi_io\": \"" << (std::getenv("OMPI_MCA_io") ? std::getenv("OMPI_MCA_io") : "default") << "\"";
+      // One JSON object of `map`'s entries, each value written by `write`.
+      const auto json_object = [&out](const char* name, const auto& map, const auto& write) {
+        out << ",\n  \"" << name << "\": {";
+        bool first = true;
+        for (const auto& [key, v] : map) {
+          out << (first ? "\n" : ",\n") << "    \"" << key << "\": ";
+          write(v);
+          first = false;
+        }
+        out << "\n  }";
+      };
+      json_object("median_seconds", t, [&](const std::vector<double>& v) { out << median(v); });
       // Every repetition too, in order: the report shows their spread.
-      out << "\n  },\n  \"seconds\": {";
-      first = true;
-      for (const auto& [name, v] : t) {
-        out << (first ? "\n" : ",\n") << "    \"" << name << "\": [";
+      json_object("seconds", t, [&](const std::vector<double>& v) {
+        out << "[";
         for (std::size_t k = 0; k < v.size(); ++k) out << (k ? ", " : "") << v[k];
         out << "]";
-        first = false;
-      }
+      });
       // What the machine did during each repetition of the watched cases.
-      out << "\n  },\n  \"conditions\": {";
-      first = true;
-      for (const auto& [name, v] : conditions) {
-        out << (first ? "\n" : ",\n") << "    \"" << name << "\": [";
+      json_object("conditions", conditions, [&](const std::vector<std::string>& v) {
+        out << "[";
         for (std::size_t k = 0; k < v.size(); ++k) out << (k ? ",\n      " : "\n      ") << v[k];
         out << "]";
-        first = false;
-      }
-      out << "\n  }\n}\n";
+      });
+      out << "\n}\n";
     }
   }
   h5dcp::finish_async_saves();
