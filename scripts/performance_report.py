@@ -860,8 +860,13 @@ def limits_text():
     posix, checked, save = s["posix_write"], s["posix_checkpoint"], s["save"]
     text += (" The POSIX row with XXH3 and the publish adds to that write what h5dcp's contract needs and the"
              " bare write skips: the XXH3 checksum of every byte (on the writing thread, before each piece is"
-             " written, as h5dcp hashes its slabs) and the atomic publish (the file renamed once every rank's data is durable, then the"
-             f" directory fsync'd). It took {checked:.3f} s, {checked / posix:.2f} × the bare write's time.")
+             " written, as h5dcp hashes its slabs) and the atomic publish (the file renamed once every rank's"
+             f" data is durable, then the directory fsync'd). It took {checked:.3f} s, {checked / posix:.2f} × the bare write's time.")
+    if checked < posix:
+        text += (" The bare write comes right after the cold loads in each repetition, the checksummed one after a"
+                 " cold POSIX read: in this run the bare write was the slower, its ranks using"
+                 f" {cpu_spread([h], 'posix_write')} s of CPU time against {cpu_spread([h], 'posix_checkpoint')} s"
+                 " (the conditions table), as the transformer's saves after cold loads do (below).")
     if save > checked > posix:
         text += (f" So of the {save - posix:.3f} s between h5dcp's save and the bare write, the checksums and the"
                  f" publish account for {checked - posix:.3f} s, and HDF5, MPI-IO, the plan and the collective"
@@ -965,17 +970,38 @@ def transformer_text():
              " rank lets them run side by side. With many tensors that is many short turns.")
     text += layout_text()
     text += (" The larger cost is elsewhere: this case's save is slower in runs with cold loads between"
-             " the saves than in runs without them, all of it in `save:write`. A standalone POSIX test of"
-             " this case's layout (two processes writing their halves of every tensor into one"
-             " preallocated file with pwrite, early write-back every 64 MiB, fsync) showed the same: slow"
-             " after the page cache was dropped (`drop_caches` 1, which also drops the block device's"
-             " cache of ext4's own metadata), fast after dropping only dentries and inodes (2) or nothing;"
-             " the time was in the writes themselves, not in the write-back calls or the final fsync, and"
-             " a 256 MiB write with fsync between the drop and the test did not make it fast. Which kernel"
-             " path slows those writes was not found.")
+             " the saves than in runs without them, all of it in `save:write`." + after_cold_load_text())
     text += tf_no_wb_text()
+    if layout_ratio() and layout_ratio() > 1 / 1.1:
+        return text + (" Files of their own for each rank (HDF5's external storage or its subfiling driver) would"
+                       " not help this case on this disk: the POSIX writes above cost no more in the one file.")
     return text + (" Writing each rank's blocks into files of their own, joined by HDF5 (external storage"
                    " or its subfiling driver), is the change the profile points to; it was not made.")
+
+
+def cpu_spread(runs, key):
+    """min-max of the ranks' CPU seconds over the watched repetitions of `key`."""
+    cpu = [c["ranks_cpu"] for c in conditions_of(runs, key) if c.get("ranks_cpu", -1) >= 0]
+    return spread(cpu)
+
+
+def after_cold_load_text():
+    """The transformer's saves after cold loads against the POSIX writes of the same bytes after a
+    page-cache drop alone, from this run's conditions; then what a profile outside the run found."""
+    h_cpu, p_cpu = cpu_spread(ab_h, "transformer_save"), cpu_spread(layout_runs, "transformer_posix_shared")
+    if not (layout_ratio() and h_cpu and p_cpu):
+        return ""
+    shared = layout_med["transformer_posix_shared"]
+    return (f" The POSIX writes above, each after a page-cache drop in a process that loads nothing, were not slowed"
+            f" that way: h5dcp's saves took {s['transformer_save'] / shared:.2f} × the time of the shared-file"
+            f" write, and its ranks used {h_cpu} s of CPU time per save against {p_cpu} s for that write (the"
+            " conditions table): after an h5dcp cold load in the same process, the same bytes cost the ranks"
+            " more CPU. A profile of h5dcp-bench --transformer-only with and without its cold loads (perf, all"
+            " CPUs, outside this run) found the kernel's copy into the page cache (`copy_folio_from_iter_atomic`)"
+            " taking about half again as many samples for the same saves after the cold loads, and the spinning"
+            " on the inode lock growing with it. Why that copy is slower in that state was not found; compacting"
+            " memory (`/proc/sys/vm/compact_memory`) before each save did not make the saves steadily fast in"
+            " a trial.")
 
 
 def tf_no_wb_text():
