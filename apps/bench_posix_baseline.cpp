@@ -4,13 +4,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include <cstdio>
-#include <filesystem>
-
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 

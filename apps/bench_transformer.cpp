@@ -70,6 +70,13 @@ h5dcp::StateDict& dict_at(h5dcp::StateDict& root, const std::vector<std::string>
   return *d;
 }
 
+// The sharded tensor at `path` of a state dict transformer_state made.
+const h5dcp::ShardedTensor& sharded_at(const h5dcp::StateDict& root, const std::vector<std::string>& path) {
+  const auto* d = &root;
+  for (std::size_t i = 0; i + 1 < path.size(); ++i) d = &std::get<h5dcp::StateDict>(d->at(path[i]));
+  return std::get<h5dcp::ShardedTensor>(d->at(path.back()));
+}
+
 }  // namespace
 
 h5dcp::StateDict transformer_state(const TransformerShape& shape, int rank, int world, bool fill) {
@@ -91,9 +98,7 @@ h5dcp::StateDict transformer_state(const TransformerShape& shape, int rank, int 
 bool transformer_holds_values(const h5dcp::StateDict& sd, const TransformerShape& shape, int rank, int world) {
   bool ok = true;
   for_each_tensor(shape, [&](int k, const Shape& global, const std::vector<std::string>& path) {
-    const h5dcp::StateDict* d = &sd;
-    for (std::size_t i = 0; i + 1 < path.size(); ++i) d = &std::get<h5dcp::StateDict>(d->at(path[i]));
-    const auto& shards = std::get<h5dcp::ShardedTensor>(d->at(path.back())).local_shards();
+    const auto& shards = sharded_at(sd, path).local_shards();
     ok = ok && shards.size() == 1 && at::equal(shards[0].tensor, local_block(global, k, rank, world, true));
   });
   for (const auto& [name, unused] : parameters(shape)) {
@@ -110,9 +115,7 @@ std::vector<FileRange> transformer_ranges(const h5dcp::StateDict& sd, const Tran
   std::vector<FileRange> ranges;
   std::int64_t end = 0;  // of the file (kInterleaved) or of this rank's bytes so far
   for_each_tensor(shape, [&](int, const Shape& global, const std::vector<std::string>& path) {
-    const h5dcp::StateDict* d = &sd;
-    for (std::size_t i = 0; i + 1 < path.size(); ++i) d = &std::get<h5dcp::StateDict>(d->at(path[i]));
-    const auto& shard = std::get<h5dcp::ShardedTensor>(d->at(path.back())).local_shards().at(0);
+    const auto& shard = sharded_at(sd, path).local_shards().at(0);
     const std::int64_t bytes = shard.tensor.numel() * 4;
     if (layout == FileLayout::kInterleaved) {
       ranges.push_back({end + rank * bytes, shard.tensor.data_ptr(), bytes});

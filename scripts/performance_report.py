@@ -160,11 +160,6 @@ tf_no_wb_times = [t for j in tf_no_wb for t in j.get("seconds", {}).get("transfo
 tf_no_wb_ok = bool(tf_no_wb) and all(j.get("correct") for j in tf_no_wb)
 tf_no_wb_med = statistics.median(tf_no_wb_times) if tf_no_wb_times else None
 
-# The 1 GiB save run alternately by both sides (bench.sh's ab/save-*: rounds of
-# h5dcp-bench --save-only --no-raw and the peer's --save-only, each save read
-# back after its round): where present, the save-vs-peer targets take the
-# medians over every round's repetitions (the main runs' saves, seconds apart
-# and after different cases on each side, stay in the table and the prose).
 # The transformer's bytes written by POSIX calls in three file layouts (bench.sh's rounds run
 # h5dcp-bench --transformer-layouts: ab/layouts-h5dcp-N.json).
 LAYOUT_KEYS = ("transformer_posix_shared", "transformer_posix_regions", "transformer_posix_per_rank")
@@ -172,6 +167,11 @@ layout_runs = [j for j in (load_json(f"ab/layouts-h5dcp-{n}.json") for n in rang
 layout_samples = {k: [t for j in layout_runs for t in j.get("seconds", {}).get(k, [])] for k in LAYOUT_KEYS}
 layout_med = {k: statistics.median(v) for k, v in layout_samples.items() if v}
 
+# The 1 GiB save run alternately by both sides (bench.sh's ab/save-*: rounds of
+# h5dcp-bench --save-only --no-raw and the peer's --save-only, each save read
+# back after its round): where present, the save-vs-peer targets take the
+# medians over every round's repetitions (the main runs' saves, seconds apart
+# and after different cases on each side, stay in the table and the prose).
 save_ab_h, save_ab_p = alternated_rounds("save-")
 save_ab_rounds = len(save_ab_h)
 save_ab_h_times = [t for j in save_ab_h for t in j.get("seconds", {}).get("save", [])]
@@ -297,7 +297,7 @@ if tf:
         rows.append((f"h5dcp save, {tf_name}, early write-back off (H5DCP_WRITEBACK_MIB=0)", tf_no_wb_med,
                      tf["bytes"] / 1e9 / tf_no_wb_med, spread(tf_no_wb_times), check_cell(tf_no_wb_ok)))
     # The same bytes (less the 0-d steps, 4 bytes for each of the quarter of the tensors that are
-    # parameters) written with POSIX calls and h5dcp's tricks, in the two layouts.
+    # parameters) written with POSIX calls and h5dcp's tricks, in the three layouts.
     tf_posix_gb = (tf["bytes"] - tf["tensors"]) / 1e9
     rows += [(f"POSIX pwrite + fsync of the transformer's sharded bytes, h5dcp's tricks, {label}", layout_med[key],
               tf_posix_gb / layout_med[key], spread(layout_samples[key]), "not read back")
@@ -450,6 +450,11 @@ def layout_ratio():
     where not measured."""
     shared, own = layout_med.get("transformer_posix_shared"), layout_med.get("transformer_posix_per_rank")
     return own / shared if shared and own else None
+
+
+def layout_costs_little():
+    """Whether the shared file cost no more than a tenth over files per rank (None: not measured)."""
+    return layout_ratio() > 1 / 1.1 if layout_ratio() else None
 
 
 def transformer_save_notes():
@@ -861,7 +866,8 @@ def limits_text():
     text += (" The POSIX row with XXH3 and the publish adds to that write what h5dcp's contract needs and the"
              " bare write skips: the XXH3 checksum of every byte (on the writing thread, before each piece is"
              " written, as h5dcp hashes its slabs) and the atomic publish (the file renamed once every rank's"
-             f" data is durable, then the directory fsync'd). It took {checked:.3f} s, {checked / posix:.2f} × the bare write's time.")
+             f" data is durable, then the directory fsync'd). It took {checked:.3f} s, {checked / posix:.2f} × the"
+             " bare write's time.")
     if checked < posix:
         text += (" The bare write comes right after the cold loads in each repetition, the checksummed one after a"
                  " cold POSIX read: in this run the bare write was the slower, its ranks using"
@@ -921,7 +927,7 @@ def layout_text():
                  f" not interleaved; {spread(layout_samples['transformer_posix_regions'])} s)")
     text += (f" and {own:.3f} s into a file per rank ({spread(layout_samples['transformer_posix_per_rank'])} s),"
              " which came first rotating with the repetitions.")
-    if shared < 1.1 * own:
+    if layout_costs_little():
         return text + " In this run the shared file cost no more than a tenth over files per rank."
     text += (f" The shared file took {shared / own:.2f} × the time: that much of the save stands in the one-file"
              " layout itself, whatever h5dcp does above it.")
@@ -972,7 +978,7 @@ def transformer_text():
     text += (" The larger cost is elsewhere: this case's save is slower in runs with cold loads between"
              " the saves than in runs without them, all of it in `save:write`." + after_cold_load_text())
     text += tf_no_wb_text()
-    if layout_ratio() and layout_ratio() > 1 / 1.1:
+    if layout_costs_little():
         return text + (" Files of their own for each rank (HDF5's external storage or its subfiling driver) would"
                        " not help this case on this disk: the POSIX writes above cost no more in the one file.")
     return text + (" Writing each rank's blocks into files of their own, joined by HDF5 (external storage"
