@@ -3,7 +3,11 @@
 // host's share of the CPUs (steal), the kernel's pressure stall information
 // (PSI: time tasks waited for a CPU, for I/O, for memory), the CPU time the
 // ranks themselves used, and what the benchmark directory's block device did
-// (bytes written, read and discarded, time busy, time its writes took).
+// (bytes written, read and discarded, time busy, time its writes took), and,
+// in a virtual machine whose kernel hands free memory back to its host (free
+// page reporting), how much it handed back: the host takes those pages away,
+// and the next touch of each costs a fault on the host that the guest sees as
+// its own CPU time in whatever touched it, not as steal.
 // A repetition that ran slower than its siblings can then be told apart:
 // a disk that wrote the same bytes more slowly, a host that took the CPUs,
 // or the ranks doing more work.
@@ -45,6 +49,7 @@ enum Counter : std::size_t {
   // blk-mq devices, which count it in whole jiffies at request starts and
   // ends: recorded, not relied on.
   kDiskBusySeconds,
+  kHostReportedBytes,  // free memory reported to the host (this kernel's page_reporting counter)
   kCounterCount
 };
 
@@ -61,7 +66,8 @@ inline const char* counter_name(std::size_t c) {
                                                                  "disk_discard_bytes",
                                                                  "disk_writes",
                                                                  "disk_write_seconds",
-                                                                 "disk_busy_seconds"};
+                                                                 "disk_busy_seconds",
+                                                                 "host_reported_bytes"};
   return kNames.at(c);
 }
 
@@ -101,7 +107,34 @@ inline std::string device_stat_path(const std::string& dir) {
   return "/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)) + "/stat";
 }
 
+inline constexpr const char* kPageReporting = "/sys/module/page_reporting/parameters/";
+
 }  // namespace detail_conditions
+
+/// The smallest order (log2 of pages) of the free memory blocks this kernel
+/// reports to its host, or -1 where it has no free page reporting. Reporting
+/// is paused while it is above the largest order the page allocator has
+/// (`largest_page_order`), as scripts/bench.sh sets it for its rounds that
+/// measure what reporting costs.
+inline int page_reporting_order() {
+  std::ifstream in(std::string(detail_conditions::kPageReporting) + "page_reporting_order");
+  int order = -1;
+  return in >> order ? order : -1;
+}
+
+/// The largest order the page allocator keeps free blocks of (the columns of
+/// /proc/buddyinfo, less one); -1 where unknown.
+inline int largest_page_order() {
+  std::ifstream in("/proc/buddyinfo");
+  std::string line;
+  if (!std::getline(in, line)) return -1;
+  std::istringstream words(line);
+  std::string word;
+  int columns = 0;
+  for (int i = 0; words >> word; ++i)
+    if (i >= 4) ++columns;  // "Node 0, zone NAME" and then one count per order
+  return columns - 1;
+}
 
 /// Reads every counter now (any process; no MPI).
 inline MachineCounters read_machine_counters(const std::string& device_stat) {
@@ -139,6 +172,11 @@ inline MachineCounters read_machine_counters(const std::string& device_stat) {
       v[kDiskBusySeconds] = f[9] / 1e3;
     }
     if (n >= 14) v[kDiskDiscardBytes] = f[13] * 512;
+  }
+  {
+    std::ifstream in(std::string(detail_conditions::kPageReporting) + "reported_kib");
+    double kib = 0;
+    if (in >> kib) v[kHostReportedBytes] = kib * 1024;
   }
   return c;
 }
@@ -206,7 +244,8 @@ inline std::string conditions_json(double seconds, const Conditions& c) {
   out << "{\"seconds\": " << seconds << ", \"ranks_cpu\": " << c.ranks_cpu;
   for (std::size_t i = 0; i < kCounterCount; ++i) {
     const double v = c.delta.value[i];
-    const bool count = i == kDiskReadBytes || i == kDiskWriteBytes || i == kDiskDiscardBytes || i == kDiskWrites;
+    const bool count = i == kDiskReadBytes || i == kDiskWriteBytes || i == kDiskDiscardBytes || i == kDiskWrites ||
+                       i == kHostReportedBytes;
     out << ", \"" << counter_name(i) << "\": ";
     if (count)
       out << static_cast<long long>(v);

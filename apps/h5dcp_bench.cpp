@@ -681,8 +681,11 @@ int main(int argc, char** argv) {
     if (!args.json.empty()) {
       std::ofstream out(args.json);
       out << "{\n  \"ranks\": " << size_ << ",\n  \"gb\": " << gb << ",\n  \"small_gb\": " << small_gb
-          << ",\n  \"cold\": " << (cold ? "true" : "false") << ",\n  \"small_count\": " << args.small_count
-          << ",\n  \"small_kib\": " << args.small_kib << ",\n  \"transformer\": "
+          << ",\n  \"cold\": " << (cold ? "true" : "false")
+          << ",\n  \"page_reporting_order\": " << h5dcp_bench::page_reporting_order()
+          << ",\n  \"largest_page_order\": " << h5dcp_bench::largest_page_order()
+          << ",\n  \"small_count\": " << args.small_count << ",\n  \"small_kib\": " << args.small_kib
+          << ",\n  \"transformer\": "
           << (with_transformer
                   ? "{\"shape\": \"" + h5dcp_bench::describe(args.transformer) +
                         "\", \"tensors\": " + std::to_string(h5dcp_bench::transformer_tensor_count(args.transformer)) +

@@ -20,7 +20,10 @@
 # case run by h5dcp-bench and the peer alternately, AB_ROUNDS times each with
 # AB_REPS timed repetitions after a warm-up (the report's transformer figures;
 # each round also runs h5dcp-bench's case with early write-back off, and its
-# --transformer-layouts: the same bytes by POSIX calls in three file layouts);
+# --transformer-layouts: the same bytes by POSIX calls in three file layouts,
+# and, as root in a virtual machine with free page reporting, both sides' case
+# once more with that reporting paused (scripts/page_reporting.sh; restored
+# right after, and on exit));
 # SAVE_AB_ROUNDS (5): the same for the 1 GiB save (the save-vs-DCP targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +39,8 @@ cold=()
 [ "${COLD:-1}" = 0 ] && cold=(--no-cold)
 
 scripts/install-deps.sh
+source scripts/page_reporting.sh
+trap resume_page_reporting EXIT
 source scripts/venv-paths.sh
 py="$H5DCP_VENV/bin/python"
 # The report's chart; only this script needs it, so it is not in install-deps.sh.
@@ -101,6 +106,17 @@ for round in $(seq "$AB_ROUNDS"); do
   # file with a region per rank, and a file per rank, each after a page-cache drop.
   OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --transformer-layouts --gib 0.01 --small-count 0 \
     --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/layouts-h5dcp-$round.json" "${cold[@]}" | grep posix || status=1
+  # Both sides once more with the VM's free page reporting paused: what the host taking freed
+  # memory away costs each (the JSONs record the knob as it was).
+  if pause_page_reporting; then
+    OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --transformer-only --gib 0.01 --small-count 0 \
+      --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/unreported-h5dcp-$round.json" "${cold[@]}" |
+      grep transformer_save || status=1
+    mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" \
+      --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/unreported-dcp-$round.json" "${cold[@]}" |
+      grep transformer_save || status=1
+    resume_page_reporting
+  fi
 done
 echo "== conversions of a checkpoint larger than memory: each direction in a memory cgroup of half the data"
 # tests/convert/larger_than_memory_test.py (CTest's convert.larger_than_memory);

@@ -186,11 +186,12 @@ def timed(fn):
 
 def machine_counters(device_stat):
     """The system's counters now, as h5dcp-bench reads them (apps/bench_conditions.hpp): steal and
-    iowait (/proc/stat), pressure stall totals (/proc/pressure), the block device's bytes and times;
-    None where this kernel has no such counter."""
+    iowait (/proc/stat), pressure stall totals (/proc/pressure), the block device's bytes and times,
+    the free memory reported to the host (free page reporting); None where this kernel has no such
+    counter."""
     c = dict.fromkeys(("steal", "iowait", "cpu_some", "io_some", "io_full", "memory_some", "disk_read_bytes",
                        "disk_write_bytes", "disk_discard_bytes", "disk_writes", "disk_write_seconds",
-                       "disk_busy_seconds"))
+                       "disk_busy_seconds", "host_reported_bytes"))
     try:
         with open("/proc/stat") as f:
             fields = f.readline().split()
@@ -217,7 +218,32 @@ def machine_counters(device_stat):
             c["disk_discard_bytes"] = d[13] * 512
     except (OSError, IndexError, ValueError):
         pass
+    try:
+        with open(PAGE_REPORTING + "reported_kib") as f:
+            c["host_reported_bytes"] = int(f.read()) * 1024
+    except (OSError, ValueError):
+        pass
     return c
+
+
+PAGE_REPORTING = "/sys/module/page_reporting/parameters/"
+
+
+def page_reporting_orders():
+    """(the smallest order of the free blocks this kernel reports to its host, the largest order
+    its page allocator has), as h5dcp-bench records them; -1 where unknown. Reporting is paused
+    while the first is above the second."""
+    try:
+        with open(PAGE_REPORTING + "page_reporting_order") as f:
+            order = int(f.read())
+    except (OSError, ValueError):
+        order = -1
+    try:
+        with open("/proc/buddyinfo") as f:
+            largest = len(f.readline().split()) - 5
+    except OSError:
+        largest = -1
+    return order, largest
 
 
 def device_stat_path(directory):
@@ -521,6 +547,8 @@ if rank == 0:
         "warmup": "every case once, untimed, before the timed repetitions, in the same processes",
         "settled_disk": "before every timed case: old output removed and os.sync() on every rank, untimed",
         "cold": cold,
+        "page_reporting_order": page_reporting_orders()[0],
+        "largest_page_order": page_reporting_orders()[1],
         "drop_caches": "before each *_cold case only, by rank 0 after os.sync()" if cold else "never",
         "small_count": args.small_count,
         "small_kib": args.small_kib,

@@ -167,6 +167,28 @@ layout_runs = [j for j in (load_json(f"ab/layouts-h5dcp-{n}.json") for n in rang
 layout_samples = {k: [t for j in layout_runs for t in j.get("seconds", {}).get(k, [])] for k in LAYOUT_KEYS}
 layout_med = {k: statistics.median(v) for k, v in layout_samples.items() if v}
 
+
+
+def reporting_paused(j):
+    """Whether a bench's JSON records the VM's free page reporting paused during its run (its
+    order above the page allocator's largest: scripts/page_reporting.sh)."""
+    order, largest = j.get("page_reporting_order", -1), j.get("largest_page_order", -1)
+    return 0 <= largest < order
+
+
+# The transformer case once more on both sides with the VM's free page reporting paused
+# (bench.sh's ab/unreported-*, in each round after its other runs), only rounds whose JSONs on
+# both sides record it paused; the default rounds beside them record it on (reporting_on).
+UR_KEYS = ("transformer_save", "transformer_load_cold")
+ur_pairs = [(a, b) for a, b in zip(*alternated_rounds("unreported-")) if reporting_paused(a) and reporting_paused(b)]
+ur_h_samples = {k: [t for a, _ in ur_pairs for t in a.get("seconds", {}).get(k, [])] for k in UR_KEYS}
+ur_p_samples = {k: [t for _, b in ur_pairs for t in b["cases"].get(k, {}).get("seconds", [])] for k in UR_KEYS}
+ur_h_med = {k: statistics.median(v) for k, v in ur_h_samples.items() if v}
+ur_p_med = {k: statistics.median(v) for k, v in ur_p_samples.items() if v}
+ur_ok = bool(ur_pairs) and all(a.get("correct") for a, _ in ur_pairs) and \
+    all(b["cases"][k]["ok"] for _, b in ur_pairs for k in UR_KEYS if k in b["cases"])
+reporting_on = bool(ab_h) and all(j.get("page_reporting_order", -1) >= 0 and not reporting_paused(j) for j in ab_h)
+
 # The 1 GiB save run alternately by both sides (bench.sh's ab/save-*: rounds of
 # h5dcp-bench --save-only --no-raw and the peer's --save-only, each save read
 # back after its round): where present, the save-vs-peer targets take the
@@ -305,11 +327,21 @@ if tf:
                                 ("transformer_posix_regions", "one shared file, a region per rank"),
                                 ("transformer_posix_per_rank", "a file per rank (the peer's layout)"))
              if key in layout_med]
+    rows += [(f"h5dcp {label}, {tf_name}, the VM's free page reporting paused", ur_h_med[key],
+              tf["bytes"] / 1e9 / ur_h_med[key], spread(ur_h_samples[key]),
+              check_cell(all(a.get("correct") for a, _ in ur_pairs)))
+             for key, label in (("transformer_save", "save"), ("transformer_load_cold", "load, cold"))
+             if key in ur_h_med]
 for key, label in (("transformer_save", "save"), ("transformer_load", "load"), ("transformer_load_cold", "load, cold")):
     if key in p_med:
         rows.append((f"{PEER} {label}, transformer", p_med[key], pc[key]["bytes"] / 1e9 / p_med[key],
                      spread(pc[key]["seconds"]), check_cell(p_ok[key]) + (" (read back)" if key.endswith("save")
                                                                          else "")))
+for key, label in (("transformer_save", "save"), ("transformer_load_cold", "load, cold")):
+    if key in ur_p_med:
+        rows.append((f"{PEER} {label}, transformer, the VM's free page reporting paused", ur_p_med[key],
+                     ur_pairs[0][1]["cases"][key]["bytes"] / 1e9 / ur_p_med[key], spread(ur_p_samples[key]),
+                     check_cell(all(b["cases"][key]["ok"] for _, b in ur_pairs))))
 rows += [
     (f"h5dcp save, same bytes in {few}", s["small_as_large"], h_rate("small_as_large", h["small_gb"]),
      h_spread("small_as_large"),
@@ -457,9 +489,18 @@ def layout_costs_little():
     return layout_ratio() > 1 / 1.1 if layout_ratio() else None
 
 
-def transformer_save_notes():
-    """Beside the transformer save's ratio: the knob's, and what the layout alone costs."""
-    notes = []
+def paused_ratio(case):
+    """The peer's time over h5dcp's for `case` in the rounds with free page reporting paused, or None."""
+    return ur_p_med[case] / ur_h_med[case] if ur_ok and tf_same and case in ur_h_med and case in ur_p_med else None
+
+
+def transformer_notes(case):
+    """Beside a transformer target's ratio: the same with the VM's free page reporting paused, and
+    for the save the knob's and what the layout alone costs."""
+    notes = [f"the VM's free page reporting paused on both sides: {paused_ratio(case):.2f} ×"] \
+        if paused_ratio(case) else []
+    if case != "transformer_save":
+        return notes
     if tf_no_wb_med and tf_no_wb_ok:
         notes.append(f"early write-back off: {p_med['transformer_save'] / tf_no_wb_med:.2f} ×")
     if layout_ratio():
@@ -475,8 +516,7 @@ for case, label in (("transformer_save", "save"), ("transformer_load", "load (wa
                     ("transformer_load_cold", "load (cold)")):
     target_next(f"transformer with AdamW state: {label} ≥ {SMALL_VS_DCP:g} × {PEER}'s speed",
                 lambda case=case: f"{p_med[case] / s[case]:.2f} ×" + (
-                    f" ({'; '.join(transformer_save_notes())})"
-                    if case == "transformer_save" and transformer_save_notes() else ""),
+                    f" ({'; '.join(transformer_notes(case))})" if transformer_notes(case) else ""),
                 lambda case=case: p_med[case] / s[case] >= SMALL_VS_DCP, H,
                 (f"{PEER} transformer {label}", p_ok.get(case), p_med.get(case), s.get(case)), same=tf_same)
 small_same_bytes = bool(peer) and peer.get("small_gb") is not None and abs(peer["small_gb"] - h["small_gb"]) <= \
@@ -762,6 +802,9 @@ watched_cases = [
     ("the same, one file with a region per rank", conditions_of(layout_runs, "transformer_posix_regions")),
     ("the same, a file per rank", conditions_of(layout_runs, "transformer_posix_per_rank")),
     (f"{PEER} save, transformer, alternated rounds", conditions_of(ab_p, "transformer_save")),
+    ("h5dcp save, transformer, free page reporting paused", conditions_of([a for a, _ in ur_pairs], "transformer_save")),
+    (f"{PEER} save, transformer, free page reporting paused",
+     conditions_of([b for _, b in ur_pairs], "transformer_save")),
 ]
 watched_cases = [(name, reps) for name, reps in watched_cases if len(reps) >= 2]
 
@@ -829,12 +872,13 @@ if watched_cases:
               " time every rank used (this job's alone), and, system-wide (every process on the machine counts),"
               " the host's steal time, the kernel's pressure stall totals (time some task waited for a CPU, time"
               " every task waited for I/O), and what the benchmark directory's block device did: bytes written,"
-              " write requests, the time those requests took per GB written (issue to completion, added up), and"
-              " bytes discarded.", "",
+              " write requests, the time those requests took per GB written (issue to completion, added up),"
+              " bytes discarded, and the free memory the kernel handed back to the host (a virtual machine's free"
+              " page reporting; blank where the kernel does not count it).", "",
               "| case | repetition | seconds | ranks' CPU s | steal s | some task waited for a CPU s "
               "| every task waited for I/O s | disk wrote GB | disk write requests | disk request s per GB "
-              "| disk discarded GB |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| disk discarded GB | memory handed to the host GB |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, reps in watched_cases:
         for which, c in (("fastest", min(reps, key=lambda c: c["seconds"])),
                          ("slowest", max(reps, key=lambda c: c["seconds"]))):
@@ -842,7 +886,8 @@ if watched_cases:
             lines.append(f"| {name} | {which} of {len(reps)} | {c['seconds']:.3f} | {cond(c, 'ranks_cpu')} "
                          f"| {cond(c, 'steal')} | {cond(c, 'cpu_some')} | {cond(c, 'io_full')} "
                          f"| {cond(c, 'disk_write_bytes', 1e9, 2)} | {cond(c, 'disk_writes', 1, 0)} "
-                         f"| {'' if per_gb is None else f'{per_gb:.2f}'} | {cond(c, 'disk_discard_bytes', 1e9, 2)} |")
+                         f"| {'' if per_gb is None else f'{per_gb:.2f}'} | {cond(c, 'disk_discard_bytes', 1e9, 2)} "
+                         f"| {cond(c, 'host_reported_bytes', 1e9, 2)} |")
     explained = conditions_text()
     if explained:
         lines += ["", "Where a case's slowest repetition took at least 1.3 × its fastest's time, what changed between"
@@ -1005,9 +1050,34 @@ def after_cold_load_text():
             " more CPU. A profile of h5dcp-bench --transformer-only with and without its cold loads (perf, all"
             " CPUs, outside this run) found the kernel's copy into the page cache (`copy_folio_from_iter_atomic`)"
             " taking about half again as many samples for the same saves after the cold loads, and the spinning"
-            " on the inode lock growing with it. Why that copy is slower in that state was not found; compacting"
-            " memory (`/proc/sys/vm/compact_memory`) before each save did not make the saves steadily fast in"
-            " a trial.")
+            " on the inode lock growing with it." + (page_reporting_text() or (
+                " Why that copy is slower in that state was not found; compacting memory"
+                " (`/proc/sys/vm/compact_memory`) before each save did not make the saves steadily fast in a"
+                " trial.")))
+
+
+def page_reporting_text():
+    """What the VM's free page reporting costs the transformer case, from this run's rounds with it
+    paused on both sides (empty where they were not run)."""
+    if not (paused_ratio("transformer_save") and reporting_on and "transformer_save" in p_med):
+        return ""
+    hs, ps = ur_h_med["transformer_save"], ur_p_med["transformer_save"]
+    text = (" What makes that copy slower is the machine: it is a virtual machine whose kernel hands free memory"
+            " back to its host (free page reporting), and the host takes those pages away, so that the next touch"
+            " of each costs a fault on the host, which the guest counts as CPU time in whatever touched the page"
+            " (here the copy into the page cache), not as steal. In each round both sides ran the case once more"
+            " with that reporting paused (`scripts/page_reporting.sh`, restored right after): h5dcp's saves took"
+            f" {spread(ur_h_samples['transformer_save'])} s, median {hs:.3f} s, against {s['transformer_save']:.3f}"
+            f" s with it on ({s['transformer_save'] / hs:.2f} × faster), and {PEER}'s"
+            f" {spread(ur_p_samples['transformer_save'])} s, median {ps:.3f} s, against"
+            f" {p_med['transformer_save']:.3f} s ({p_med['transformer_save'] / ps:.2f} ×): paused, h5dcp's save ran at"
+            f" {ps / hs:.2f} × {PEER}'s speed")
+    if paused_ratio("transformer_load_cold"):
+        text += f", and its cold load at {paused_ratio('transformer_load_cold'):.2f} × {PEER}'s"
+    return text + (". Why the reporting costs h5dcp's save more than the peer's, when both write the same bytes"
+                   " after loads of their own, was not found: which free blocks the kernel has handed back when a"
+                   " save starts depends on what each process freed before it and when. The conditions table"
+                   " gives the memory handed to the host during each watched repetition.")
 
 
 def tf_no_wb_text():

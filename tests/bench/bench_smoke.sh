@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The benchmark chain of scripts/bench.sh, tiny: h5dcp-bench and the DCP peer
 # on 2 ranks (and one round of their transformer case alone, h5dcp-bench's also
-# with early write-back off), h5dcp-plan-bench at 16 ranks x 20 tensors, then
+# with early write-back off, and as root where the kernel has free page
+# reporting, both sides' once more with it paused), h5dcp-plan-bench at 16
+# ranks x 20 tensors, then
 # performance_report.py over their results (no chart). Both
 # sides check their own loads; this checks that they did (exit codes, "equal")
 # and that the report has every case and target row, each with a figure.
@@ -10,6 +12,8 @@ set -euo pipefail
 bench=$1 plan_bench=$2 py=$3 mpiexec=$4 src=$5 work=$6
 rm -rf "$work" && mkdir -p "$work/out"
 fail() { echo "bench_smoke: $*" >&2; exit 1; }
+source "$src/scripts/page_reporting.sh"
+trap resume_page_reporting EXIT
 
 tiny_transformer=(--transformer-layers 2 --transformer-hidden 64 --transformer-vocab 256)
 "$mpiexec" -n 2 "$bench" --gib 0.02 --reps 1 --warmup 0 --small-count 40 --no-cold "${tiny_transformer[@]}" --dir "$work/h5dcp" \
@@ -35,6 +39,21 @@ grep -q "every load checked: equal" "$work/out/ab-no-writeback.txt" ||
 "$mpiexec" -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --transformer-only --dir "$work/dcp" --gib 0.01 --reps 1 \
   --threads 1 --small-count 0 --no-cold "${tiny_transformer[@]}" --port $((29600 + RANDOM % 300)) \
   --json "$work/out/ab/dcp-1.json" > "$work/out/ab-dcp.txt" || fail "the DCP peer's --transformer-only failed"
+# ... and both sides' case with the VM's free page reporting paused, where it can be (root).
+paused=0
+if pause_page_reporting; then
+  paused=1
+  "$mpiexec" -n 2 "$bench" --transformer-only --gib 0.01 --small-count 0 --reps 1 --warmup 0 --no-cold \
+    "${tiny_transformer[@]}" --dir "$work/h5dcp" --json "$work/out/ab/unreported-h5dcp-1.json" > "$work/out/ab-ur.txt" ||
+    fail "h5dcp-bench --transformer-only, page reporting paused, failed: $(cat "$work/out/ab-ur.txt")"
+  "$mpiexec" -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --transformer-only --dir "$work/dcp" --gib 0.01 --reps 1 \
+    --threads 1 --small-count 0 --no-cold "${tiny_transformer[@]}" --port $((29600 + RANDOM % 300)) \
+    --json "$work/out/ab/unreported-dcp-1.json" > "$work/out/ab-ur-dcp.txt" ||
+    fail "the DCP peer's --transformer-only, page reporting paused, failed"
+  resume_page_reporting
+  [ "$(cat "$page_reporting_knob")" -le "$(awk 'NR == 1 { print NF - 5 }' /proc/buddyinfo)" ] ||
+    fail "free page reporting was not restored: order $(cat "$page_reporting_knob")"
+fi
 # ... and the transformer's bytes by POSIX calls in the three layouts, as bench.sh's rounds have.
 "$mpiexec" -n 2 "$bench" --transformer-layouts --gib 0.01 --small-count 0 --reps 1 --warmup 0 --no-cold \
   "${tiny_transformer[@]}" --dir "$work/h5dcp" --json "$work/out/ab/layouts-h5dcp-1.json" > "$work/out/ab-layouts.txt" ||
@@ -93,8 +112,30 @@ row="h5dcp save, transformer (2 layers, hidden 64, vocab 256; 112 tensors), earl
 grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \|$" ||
   fail "the report has no checked row '$row': $(grep -F "early write-back off" "$report")"
 grep -F "| transformer with AdamW state: save" "$report" |
-  grep -Eq "× \(early write-back off: [0-9]+\.[0-9]{2} ×; the same bytes by POSIX calls: one shared file at [0-9]+\.[0-9]{2} × the speed of a file per rank\)" ||
+  grep -Eq "× \((the VM's free page reporting paused on both sides: [0-9]+\.[0-9]{2} ×; )?early write-back off: [0-9]+\.[0-9]{2} ×; the same bytes by POSIX calls: one shared file at [0-9]+\.[0-9]{2} × the speed of a file per rank\)" ||
   fail "the transformer save target does not show the knob: $(grep -F "| transformer with AdamW state: save" "$report")"
+# Both sides' JSONs record the free page reporting knob as it was (-1 where the kernel has none),
+# paused in the rounds that paused it; the report shows those rounds and their ratio.
+"$py" - "$work/out" "$paused" <<'PY' || fail "the benches do not record the free page reporting knob as it was"
+import json, sys
+out, paused = sys.argv[1], sys.argv[2] == "1"
+def paused_in(name):
+    j = json.load(open(f"{out}/ab/{name}"))
+    return 0 <= j["largest_page_order"] < j["page_reporting_order"]
+assert not paused_in("h5dcp-1.json") and not paused_in("dcp-1.json")
+if paused:
+    assert paused_in("unreported-h5dcp-1.json") and paused_in("unreported-dcp-1.json")
+PY
+if [ "$paused" = 1 ]; then
+  for row in "h5dcp save, transformer (2 layers, hidden 64, vocab 256; 112 tensors), the VM's free page reporting paused |" \
+    "PyTorch 2.13 DCP save, transformer, the VM's free page reporting paused |"; do
+    grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal( \(read back\))? \|$" ||
+      fail "the report has no checked row '$row': $(grep -F "reporting paused" "$report")"
+  done
+  grep -F "| transformer with AdamW state: save" "$report" |
+    grep -Eq "× \(the VM's free page reporting paused on both sides: [0-9]+\.[0-9]{2} ×;" ||
+    fail "the transformer save target does not give the paused rounds' ratio"
+fi
 grep -q "bench.sh measures that layout's cost in each transformer round (1 here; h5dcp-bench --transformer-layouts" \
   "$report" ||
   fail "the transformer paragraph does not give the layout's POSIX writes"
