@@ -40,6 +40,23 @@ void publish(const std::string& temporary, const std::string& final_path);
 /// std::runtime_error.
 void direct_write(const std::string& path, const std::vector<FileRange>& ranges);
 
+/// What a direct-I/O writer would do with a file of the rank's own: `ranges`,
+/// which follow each other in the file from an offset that is a multiple of
+/// 4096 (a file per rank's), its space reserved, copied in order into
+/// aligned bounce buffers of 16 MiB in pieces of 1 MiB, the XXH3 checksum of
+/// each piece taken while it is in the cache (as h5dcp's writer checksums its
+/// slabs), each full buffer written with O_DIRECT by a thread while the
+/// other fills; the last one padded to 4096 and the file cut back to its
+/// bytes, then fsync. No page cache: nothing is copied into
+/// memory the kernel must find first. Not collective. Returns the pieces'
+/// checksums combined. Throws std::runtime_error (also for ranges that do
+/// not follow each other).
+std::uint64_t direct_write_packed(const std::string& path, const std::vector<FileRange>& ranges);
+
+/// Whether `path` holds every range's bytes at its offset (read back through
+/// the page cache in pieces of 16 MiB). Not collective.
+bool file_holds(const std::string& path, const std::vector<FileRange>& ranges);
+
 /// Reads `ranges` of `path` (dd bs=16M: pread 16 MiB at a time into one
 /// buffer, through the page cache). Returns the bytes read. Not collective.
 /// Throws std::runtime_error, also on a short file.

@@ -19,8 +19,10 @@
 # thread_count, tried 1, 2, 4), AB_ROUNDS (3) and AB_REPS (2): the transformer
 # case run by h5dcp-bench and the peer alternately, AB_ROUNDS times each with
 # AB_REPS timed repetitions after a warm-up (the report's transformer figures;
-# each round also runs h5dcp-bench's case with early write-back off, and its
-# --transformer-layouts: the same bytes by POSIX calls in three file layouts,
+# each round also runs h5dcp-bench's case with early write-back off, with the
+# loads' read-ahead hints off, and its
+# --transformer-layouts: the same bytes by POSIX calls in three file layouts and
+# as a direct-I/O writer would write them (O_DIRECT, a file per rank),
 # and, as root in a virtual machine with free page reporting, both sides' case
 # once more with that reporting paused (scripts/page_reporting.sh; restored
 # right after, and on exit));
@@ -100,6 +102,11 @@ for round in $(seq "$AB_ROUNDS"); do
   H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/apps/h5dcp-bench" \
     --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" --dir "$DIR" \
     --json "$out/ab/no-writeback-h5dcp-$round.json" "${cold[@]}" | grep transformer_save || status=1
+  # ... and with the loads' read-ahead hints off (the cold load's knob; a run of its own, so that
+  # the default run's saves follow the same steps as the peer's).
+  H5DCP_READAHEAD_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_READAHEAD_MIB "$build/apps/h5dcp-bench" \
+    --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" --dir "$DIR" \
+    --json "$out/ab/no-readahead-h5dcp-$round.json" "${cold[@]}" | grep transformer_load_cold || status=1
   mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" \
     --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/dcp-$round.json" "${cold[@]}" | grep transformer || status=1
   # What the one-file layout alone costs: the same bytes by POSIX calls into one shared file, one

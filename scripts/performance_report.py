@@ -113,7 +113,7 @@ ts_ok = bool(ts and ts.get("ok"))
 # of h5dcp-bench --transformer-only and the peer's --transformer-only): where
 # present, its medians over every round replace the main runs' transformer
 # figures, which stay in the prose (main_tf_h, main_tf_p).
-TF_KEYS = ("transformer_save", "transformer_load", "transformer_load_cold", "transformer_load_cold_no_readahead")
+TF_KEYS = ("transformer_save", "transformer_load", "transformer_load_cold")
 main_tf_h = {k: s[k] for k in TF_KEYS if k in s}
 main_tf_p = {k: p_med[k] for k in TF_KEYS if k in p_med}
 
@@ -159,13 +159,24 @@ tf_no_wb = [j for j in (load_json(f"ab/no-writeback-h5dcp-{n}.json") for n in ra
 tf_no_wb_times = [t for j in tf_no_wb for t in j.get("seconds", {}).get("transformer_save", [])]
 tf_no_wb_ok = bool(tf_no_wb) and all(j.get("correct") for j in tf_no_wb)
 tf_no_wb_med = statistics.median(tf_no_wb_times) if tf_no_wb_times else None
+# ... and with the loads' read-ahead hints off (ab/no-readahead-h5dcp-N.json: its cold loads are
+# the transformer's "cold, no read-ahead hints" figure; earlier JSONs timed it inside the case).
+tf_no_ra = [j for j in (load_json(f"ab/no-readahead-h5dcp-{n}.json") for n in range(1, ab_rounds + 1)) if j]
+tf_no_ra_times = [t for j in tf_no_ra for t in j.get("seconds", {}).get("transformer_load_cold", [])]
+if tf_no_ra_times:
+    s["transformer_load_cold_no_readahead"] = statistics.median(tf_no_ra_times)
+    ab_samples["transformer_load_cold_no_readahead"] = tf_no_ra_times
+    h_ok = h_ok and all(j.get("correct") for j in tf_no_ra)
 
 # The transformer's bytes written by POSIX calls in three file layouts (bench.sh's rounds run
 # h5dcp-bench --transformer-layouts: ab/layouts-h5dcp-N.json).
-LAYOUT_KEYS = ("transformer_posix_shared", "transformer_posix_regions", "transformer_posix_per_rank")
+LAYOUT_KEYS = ("transformer_posix_shared", "transformer_posix_regions", "transformer_posix_per_rank",
+               "transformer_direct_per_rank")
 layout_runs = [j for j in (load_json(f"ab/layouts-h5dcp-{n}.json") for n in range(1, ab_rounds + 1)) if j]
 layout_samples = {k: [t for j in layout_runs for t in j.get("seconds", {}).get(k, [])] for k in LAYOUT_KEYS}
 layout_med = {k: statistics.median(v) for k, v in layout_samples.items() if v}
+# The direct writes are read back by h5dcp-bench (its "correct").
+direct_ok = bool(layout_runs) and all(j.get("correct") for j in layout_runs)
 
 
 
@@ -327,6 +338,11 @@ if tf:
                                 ("transformer_posix_regions", "one shared file, a region per rank"),
                                 ("transformer_posix_per_rank", "a file per rank (the peer's layout)"))
              if key in layout_med]
+    if "transformer_direct_per_rank" in layout_med:
+        rows.append(("O_DIRECT + fsync of the transformer's sharded bytes through an aligned bounce buffer, XXH3 of"
+                     " every byte, a file per rank (a direct-I/O writer)", layout_med["transformer_direct_per_rank"],
+                     tf_posix_gb / layout_med["transformer_direct_per_rank"],
+                     spread(layout_samples["transformer_direct_per_rank"]), check_cell(direct_ok) + " (read back)"))
     rows += [(f"h5dcp {label}, {tf_name}, the VM's free page reporting paused", ur_h_med[key],
               tf["bytes"] / 1e9 / ur_h_med[key], spread(ur_h_samples[key]),
               check_cell(all(a.get("correct") for a, _ in ur_pairs)))
@@ -506,6 +522,9 @@ def transformer_notes(case):
     if layout_ratio():
         notes.append(f"the same bytes by POSIX calls: one shared file at {layout_ratio():.2f} × the speed of a file"
                      " per rank")
+    if direct_ok and "transformer_direct_per_rank" in layout_med:
+        notes.append(f"the same bytes as a direct-I/O writer would write them: "
+                     f"{p_med['transformer_save'] / layout_med['transformer_direct_per_rank']:.2f} ×")
     return notes
 
 
@@ -988,6 +1007,35 @@ def layout_text():
     return text
 
 
+def direct_text():
+    """The transformer's bytes written as a direct-I/O writer would write them (bench.sh's layout
+    rounds), against the buffered writes and the peer's save; what that says of the save's path."""
+    d = layout_med.get("transformer_direct_per_rank")
+    own = layout_med.get("transformer_posix_per_rank")
+    if not (d and own and direct_ok):
+        return ""
+    text = (" The layout rounds also wrote the bytes as a direct-I/O writer would: into a file per rank with"
+            " O_DIRECT, copied in order through two aligned bounce buffers on huge pages (one written while the"
+            " other fills) with the XXH3 checksum of every 1 MiB piece, read back untimed; they took"
+            f" {d:.3f} s ({spread(layout_samples['transformer_direct_per_rank'])} s), {own / d:.2f} × the speed of the"
+            " buffered write into a file per rank, with the ranks using"
+            f" {cpu_spread(layout_runs, 'transformer_direct_per_rank')} s of CPU against"
+            f" {cpu_spread(layout_runs, 'transformer_posix_per_rank')} s")
+    if not ("transformer_save" in p_med and tf_same):
+        return text + "."
+    ratio = p_med["transformer_save"] / d
+    text += f", and at {ratio:.2f} × {PEER}'s save speed."
+    text += (" Such a writer copies nothing into the page cache, so the kernel's copy and the fresh memory it"
+             " needs drop out of the save; h5dcp writes its datasets' bytes through HDF5's MPI-IO driver, which"
+             " has no such path.")
+    if ratio >= SMALL_VS_DCP:
+        return text + (" A writer of its own for those bytes (the datasets' offsets aligned, O_DIRECT from"
+                       " staging buffers on huge pages, HDF5 keeping the metadata) is the change these"
+                       " measurements point to; it was not made.")
+    return text + (" Even so it did not reach the peer's save speed in this run, so on this disk such a writer"
+                   " alone would not meet the target.")
+
+
 def transformer_text():
     if not tf or "transformer_save" not in s or not h_ok:
         return ""
@@ -1001,7 +1049,9 @@ def transformer_text():
     if ab_rounds:
         text += (f". These are medians of the repetitions of {plural(ab_rounds, 'round')} in which h5dcp-bench and"
                  f" the peer ran this case alternately ({plural(ab_reps, 'timed repetition')} each after a warm-up),"
-                 " so that both meet the disk in the same state; their saves took "
+                 " so that both meet the disk in the same state, each side's saves following the same steps (its own"
+                 " save, warm load and cold load of this case; the knobs measured in runs of their own); their saves"
+                 " took "
                  f"{spread(ab_samples.get('transformer_save', []))} s (h5dcp) and "
                  f"{spread(pc.get('transformer_save', {}).get('seconds', []))} s ({PEER})")
         if "transformer_save" in main_tf_h and "transformer_save" in main_tf_p:
@@ -1022,7 +1072,9 @@ def transformer_text():
     text += layout_text()
     text += (" The larger cost is elsewhere: this case's save is slower in runs with cold loads between"
              " the saves than in runs without them, all of it in `save:write`." + after_cold_load_text())
-    text += tf_no_wb_text()
+    text += tf_no_wb_text() + direct_text()
+    if direct_text():
+        return text
     if layout_costs_little():
         return text + (" Files of their own for each rank (HDF5's external storage or its subfiling driver) would"
                        " not help this case on this disk: the POSIX writes above cost no more in the one file.")

@@ -58,6 +58,8 @@ fi
 "$mpiexec" -n 2 "$bench" --transformer-layouts --gib 0.01 --small-count 0 --reps 1 --warmup 0 --no-cold \
   "${tiny_transformer[@]}" --dir "$work/h5dcp" --json "$work/out/ab/layouts-h5dcp-1.json" > "$work/out/ab-layouts.txt" ||
   fail "h5dcp-bench --transformer-layouts failed: $(cat "$work/out/ab-layouts.txt")"
+grep -q "the direct ones read back: equal" "$work/out/ab-layouts.txt" ||
+  fail "h5dcp-bench --transformer-layouts: the direct writes not read back equal: $(cat "$work/out/ab-layouts.txt")"
 # One round of bench.sh's alternating save (--save-only; h5dcp's without the raw writes).
 "$mpiexec" -n 2 "$bench" --save-only --no-raw --gib 0.02 --reps 2 --warmup 0 --dir "$work/h5dcp" \
   --json "$work/out/ab/save-h5dcp-1.json" > "$work/out/save-ab.txt" ||
@@ -108,11 +110,16 @@ for row in "h5dcp save, alternated with the peer (1 round) |" "PyTorch 2.13 DCP 
   grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
     fail "the report has no checked row '$row': $(grep -F "alternated" "$report")"
 done
+row="O_DIRECT + fsync of the transformer's sharded bytes through an aligned bounce buffer, XXH3 of every byte, a file per rank (a direct-I/O writer) |"
+grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
+  fail "the report has no checked row '$row': $(grep -F "O_DIRECT" "$report")"
+grep -q "The layout rounds also wrote the bytes as a direct-I/O writer would" "$report" ||
+  fail "the transformer paragraph does not give the direct writes"
 row="h5dcp save, transformer (2 layers, hidden 64, vocab 256; 112 tensors), early write-back off (H5DCP_WRITEBACK_MIB=0) |"
 grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \|$" ||
   fail "the report has no checked row '$row': $(grep -F "early write-back off" "$report")"
 grep -F "| transformer with AdamW state: save" "$report" |
-  grep -Eq "× \((the VM's free page reporting paused on both sides: [0-9]+\.[0-9]{2} ×; )?early write-back off: [0-9]+\.[0-9]{2} ×; the same bytes by POSIX calls: one shared file at [0-9]+\.[0-9]{2} × the speed of a file per rank\)" ||
+  grep -Eq "× \((the VM's free page reporting paused on both sides: [0-9]+\.[0-9]{2} ×; )?early write-back off: [0-9]+\.[0-9]{2} ×; the same bytes by POSIX calls: one shared file at [0-9]+\.[0-9]{2} × the speed of a file per rank; the same bytes as a direct-I/O writer would write them: [0-9]+\.[0-9]{2} ×\)" ||
   fail "the transformer save target does not show the knob: $(grep -F "| transformer with AdamW state: save" "$report")"
 # Both sides' JSONs record the free page reporting knob as it was (-1 where the kernel has none),
 # paused in the rounds that paused it; the report shows those rounds and their ratio.
