@@ -189,28 +189,16 @@ std::uint64_t direct_write_packed(const std::string& path, const std::vector<Fil
   return checksums;
 }
 
-bool file_holds(const std::string& path, const std::vector<FileRange>& ranges) {
-  const Fd fd(path, O_RDONLY);
-  const std::unique_ptr<char[]> buffer(new char[static_cast<std::size_t>(kPiece)]);
-  for (const auto& r : ranges) {
-    for (std::int64_t done = 0; done < r.bytes;) {
-      const auto want = std::min(kPiece, r.bytes - done);
-      const auto n =
-          ::pread(fd.get(), buffer.get(), static_cast<std::size_t>(want), static_cast<off_t>(r.offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      if (std::memcmp(buffer.get(), static_cast<const char*>(r.data) + done, static_cast<std::size_t>(n)) != 0)
-        return false;
-      done += n;
-    }
-  }
-  return true;
-}
+namespace {
 
-std::int64_t posix_read(const std::string& path, const std::vector<FileRange>& ranges) {
+// Reads `ranges` of `path` 16 MiB at a time into one buffer (dd bs=16M),
+// handing each piece to `piece(data, bytes, expected)`, `expected` being
+// where the range's own bytes for it are (null for a range without them).
+// Throws std::runtime_error, also on a short file.
+template <typename Piece>
+void read_pieces(const std::string& path, const std::vector<FileRange>& ranges, Piece&& piece) {
   const Fd fd(path, O_RDONLY);
   const std::unique_ptr<char[]> buffer(new char[static_cast<std::size_t>(kPiece)]);
-  std::int64_t total = 0;
   for (const auto& r : ranges) {
     for (std::int64_t done = 0; done < r.bytes;) {
       const auto want = std::min(kPiece, r.bytes - done);
@@ -219,10 +207,32 @@ std::int64_t posix_read(const std::string& path, const std::vector<FileRange>& r
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) fail("pread", path, errno);
       if (n == 0) fail("pread (the file ends early)", path, EIO);
+      // A read's ranges carry no bytes (data null): no offset taken from null.
+      piece(buffer.get(), static_cast<std::size_t>(n),
+            r.data != nullptr ? static_cast<const char*>(r.data) + done : nullptr);
       done += n;
-      total += n;
     }
   }
+}
+
+}  // namespace
+
+bool file_holds(const std::string& path, const std::vector<FileRange>& ranges) {
+  bool same = true;
+  try {
+    read_pieces(path, ranges, [&](const char* data, std::size_t bytes, const char* expected) {
+      same = same && expected != nullptr && std::memcmp(data, expected, bytes) == 0;
+    });
+  } catch (const std::runtime_error&) {
+    return false;  // missing or short: not what was written
+  }
+  return same;
+}
+
+std::int64_t posix_read(const std::string& path, const std::vector<FileRange>& ranges) {
+  std::int64_t total = 0;
+  read_pieces(path, ranges,
+              [&](const char*, std::size_t bytes, const char*) { total += static_cast<std::int64_t>(bytes); });
   return total;
 }
 
