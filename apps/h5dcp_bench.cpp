@@ -396,14 +396,15 @@ int main(int argc, char** argv) {
       const auto& file = std::get<2>(which);
       const auto ranges =
           h5dcp_bench::transformer_ranges(transformer, args.transformer, rank_, size_, std::get<1>(which));
+      const bool direct = std::get<0>(which) == direct_key;
       watched(std::get<0>(which), [&] {
-        if (std::get<0>(which) == direct_key)
+        if (direct)
           static_cast<void>(h5dcp_bench::direct_write_packed(file, ranges));
         else
           h5dcp_bench::posix_write(file, ranges, writeback_bytes());
       });
       // The direct writes are read back (untimed): a bounce buffer's bookkeeping can go wrong.
-      if (std::get<0>(which) == direct_key) {
+      if (direct) {
         int ok = h5dcp_bench::file_holds(file, ranges) ? 1 : 0;
         MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         correct &= ok == 1;

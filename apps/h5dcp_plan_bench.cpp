@@ -114,6 +114,7 @@ struct Result {
   double build_s = 0;
   double query_s = 0;  // fresh answers: overlaps(box)
   double reuse_s = 0;  // one reused answer vector: overlaps(box, out)
+  double plan_s = 0;   // load planning's lookups: overlapping_chunks(box, chunks)
 };
 
 const std::vector<Shape> kShapes{{4096, 1024}, {1024, 4096}, {2048, 2048}, {8192, 512}};
@@ -141,7 +142,8 @@ bool run_case(const Case& c, std::int64_t ranks, std::int64_t tensors, Result& b
   }
 
   // Every simulated rank plans its load: the overlaps of its block of every
-  // tensor. `query` answers one block; returns false on a wrong total.
+  // tensor. `query` answers one block with how many saved chunks it meets
+  // and the elements those hold; returns false on a wrong total.
   const auto all_ranks = [&](const std::vector<ChunkIndex>& indexes, const char* how, auto&& query) {
     std::int64_t overlaps = 0;
     std::int64_t volume = 0;
@@ -149,9 +151,9 @@ bool run_case(const Case& c, std::int64_t ranks, std::int64_t tensors, Result& b
     for (std::int64_t r = 0; r < ranks; ++r) {
       for (std::int64_t t = 0; t < tensors; ++t) {
         const auto& box = wanted[static_cast<std::size_t>(t) % kShapes.size()][static_cast<std::size_t>(r)];
-        const auto& found = query(indexes[static_cast<std::size_t>(t)], box);
-        overlaps += static_cast<std::int64_t>(found.size());
-        for (const auto& o : found) volume += h5dcp::detail::volume(o.intersection.sizes);
+        const auto [found, covered] = query(indexes[static_cast<std::size_t>(t)], box);
+        overlaps += found;
+        volume += covered;
         ++best.queries;
       }
     }
@@ -174,23 +176,39 @@ bool run_case(const Case& c, std::int64_t ranks, std::int64_t tensors, Result& b
     const auto t0 = Clock::now();
     for (const auto& chunks : saved) indexes.emplace_back(chunks);
     const auto t1 = Clock::now();
+    // The intersections' elements, added up as a load planner would.
+    const auto summed = [](const std::vector<h5dcp::detail::ChunkOverlap>& found) {
+      std::int64_t covered = 0;
+      for (const auto& o : found) covered += h5dcp::detail::volume(o.intersection.sizes);
+      return std::pair{static_cast<std::int64_t>(found.size()), covered};
+    };
     // A fresh answer per block: overlaps(box).
-    if (!all_ranks(indexes, "fresh answers",
-                   [](const ChunkIndex& index, const ChunkStorageMetadata& box) { return index.overlaps(box); }))
+    if (!all_ranks(indexes, "fresh answers", [&](const ChunkIndex& index, const ChunkStorageMetadata& box) {
+          return summed(index.overlaps(box));
+        }))
       return false;
     const auto t2 = Clock::now();
     // One answer vector reused for every block: overlaps(box, out).
     std::vector<h5dcp::detail::ChunkOverlap> out;
-    if (!all_ranks(
-            indexes, "reused answers", [&out](const ChunkIndex& index, const ChunkStorageMetadata& box) -> const auto& {
-              index.overlaps(box, out);
-              return out;
-            }))
+    if (!all_ranks(indexes, "reused answers", [&](const ChunkIndex& index, const ChunkStorageMetadata& box) {
+          index.overlaps(box, out);
+          return summed(out);
+        }))
       return false;
     const auto t3 = Clock::now();
+    // What load planning calls: the chunks' indices and the elements they
+    // cover, no boxes (overlapping_chunks(box, chunks)).
+    std::vector<std::size_t> chunks;
+    if (!all_ranks(indexes, "load planning's lookups", [&](const ChunkIndex& index, const ChunkStorageMetadata& box) {
+          const auto covered = index.overlapping_chunks(box, chunks);
+          return std::pair{static_cast<std::int64_t>(chunks.size()), covered};
+        }))
+      return false;
+    const auto t4 = Clock::now();
     if (run == 0 || seconds(t0, t1) < best.build_s) best.build_s = seconds(t0, t1);
     if (run == 0 || seconds(t1, t2) < best.query_s) best.query_s = seconds(t1, t2);
     if (run == 0 || seconds(t2, t3) < best.reuse_s) best.reuse_s = seconds(t2, t3);
+    if (run == 0 || seconds(t3, t4) < best.plan_s) best.plan_s = seconds(t3, t4);
   }
   return true;
 }
@@ -262,10 +280,12 @@ int main(int argc, char** argv) {
       "[8192, 512]; seconds, best of 3\n"
       "  index s: building one ChunkIndex per tensor\n"
       "  query s: every rank's block of every tensor, a fresh answer each (overlaps(box))\n"
-      "  reuse s: the same with one answer vector reused (overlaps(box, out))\n\n",
+      "  reuse s: the same with one answer vector reused (overlaps(box, out))\n"
+      "  plan s: what load planning calls, the chunks' indices and the elements they hold, no boxes\n"
+      "          (overlapping_chunks(box, chunks)); a load's planning takes index s + plan s\n\n",
       static_cast<long long>(ranks), static_cast<long long>(tensors));
-  std::printf("%-28s %6s %8s %10s %11s %9s %9s %9s\n", "case (saved -> loaded)", "ranks", "tensors", "queries",
-              "overlaps", "index s", "query s", "reuse s");
+  std::printf("%-28s %6s %8s %10s %11s %9s %9s %9s %9s\n", "case (saved -> loaded)", "ranks", "tensors", "queries",
+              "overlaps", "index s", "query s", "reuse s", "plan s");
   bool ok = true;
   for (const auto& c : cases) {
     Result r;
@@ -273,9 +293,9 @@ int main(int argc, char** argv) {
       ok = false;
       continue;
     }
-    std::printf("%-28s %6lld %8lld %10lld %11lld %9.3f %9.3f %9.3f\n", c.name, static_cast<long long>(ranks),
+    std::printf("%-28s %6lld %8lld %10lld %11lld %9.3f %9.3f %9.3f %9.3f\n", c.name, static_cast<long long>(ranks),
                 static_cast<long long>(tensors), static_cast<long long>(r.queries), static_cast<long long>(r.overlaps),
-                r.build_s, r.query_s, r.reuse_s);
+                r.build_s, r.query_s, r.reuse_s, r.plan_s);
     std::fflush(stdout);
   }
   ok = h5dcp_bench::run_save_planning(ranks, tensors) && ok;

@@ -529,6 +529,7 @@ settle(save_path)
 settle(async_path)
 settle(small_path)
 if rank == 0:
+    reporting_order, largest_order = page_reporting_orders()
     result = {
         "benchmark": "peer: PyTorch's torch.distributed.checkpoint (DCP), not h5dcp",
         "script": "scripts/dcp_peer_bench.py",
@@ -547,8 +548,8 @@ if rank == 0:
         "warmup": "every case once, untimed, before the timed repetitions, in the same processes",
         "settled_disk": "before every timed case: old output removed and os.sync() on every rank, untimed",
         "cold": cold,
-        "page_reporting_order": page_reporting_orders()[0],
-        "largest_page_order": page_reporting_orders()[1],
+        "page_reporting_order": reporting_order,
+        "largest_page_order": largest_order,
         "drop_caches": "before each *_cold case only, by rank 0 after os.sync()" if cold else "never",
         "small_count": args.small_count,
         "small_kib": args.small_kib,

@@ -110,9 +110,12 @@ for row in "h5dcp save, alternated with the peer (1 round) |" "PyTorch 2.13 DCP 
   grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
     fail "the report has no checked row '$row': $(grep -F "alternated" "$report")"
 done
-row="O_DIRECT + fsync of the transformer's sharded bytes through an aligned bounce buffer, XXH3 of every byte, a file per rank (a direct-I/O writer) |"
+row="O_DIRECT + fsync of the transformer's sharded bytes through two aligned bounce buffers on huge pages, XXH3 of every byte, a file per rank (a direct-I/O writer) |"
 grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
   fail "the report has no checked row '$row': $(grep -F "O_DIRECT" "$report")"
+# The planning paragraph gives the load planner's lookups against the boxes, from plan.txt's slowest case.
+grep -Eq "in the slowest case \([^)]+\) every rank's lookups took [0-9]+\.[0-9]{3} s that way, [0-9]+\.[0-9]{3} s with the boxes" \
+  "$report" || fail "the planning paragraph does not compare the load planner's lookups with the boxes"
 grep -q "The layout rounds also wrote the bytes as a direct-I/O writer would" "$report" ||
   fail "the transformer paragraph does not give the direct writes"
 row="h5dcp save, transformer (2 layers, hidden 64, vocab 256; 112 tensors), early write-back off (H5DCP_WRITEBACK_MIB=0) |"

@@ -172,6 +172,7 @@ void expect_matches_brute_force(Rng& rng, const Shape& global, const Boxes& chun
 
   // One answer vector reused by every query, starting with junk in it.
   std::vector<ChunkOverlap> reused(3, ChunkOverlap{7, {{1, 2, 3, 4}, {5}}});
+  std::vector<std::size_t> reused_chunks{9, 9, 9, 9};
   for (const auto& q : queries) {
     const auto got = index.overlaps(q);
     ASSERT_EQ(got, brute_force(chunks, q)) << "query " << describe_box(q) << " of " << describe_shape(global);
@@ -188,6 +189,11 @@ void expect_matches_brute_force(Rng& rng, const Shape& global, const Boxes& chun
     for (const auto& o : got) covered += volume(o.intersection.sizes);
     // The chunks tile the tensor: their pieces cover the query exactly.
     ASSERT_EQ(covered, volume(q.sizes)) << "query " << describe_box(q);
+    // Load planning's lean lookup: the same chunks and the same sum, no boxes.
+    std::vector<std::size_t> want_chunks;
+    for (const auto& o : got) want_chunks.push_back(o.chunk);
+    ASSERT_EQ(index.overlapping_chunks(q, reused_chunks), covered) << "query " << describe_box(q);
+    ASSERT_EQ(reused_chunks, want_chunks) << "query " << describe_box(q);
   }
 }
 
@@ -305,6 +311,11 @@ TEST(ChunkIndex, ZeroDimensionalTensor) {
   std::vector<ChunkOverlap> reused{{3, {{1, 2}, {3, 4}}}, {4, {}}};
   index.overlaps(ChunkStorageMetadata{}, reused);
   EXPECT_EQ(reused, (std::vector<ChunkOverlap>{{0, ChunkStorageMetadata{}}}));
+  // One element, held by the one chunk.
+  std::vector<std::size_t> chunks{5, 6};
+  EXPECT_EQ(index.overlapping_chunks(ChunkStorageMetadata{}, chunks), 1);
+  EXPECT_EQ(chunks, std::vector<std::size_t>{0});
+  EXPECT_THROW(index.overlapping_chunks({{0}, {1}}, chunks), UsageError);
 }
 
 TEST(ChunkIndex, ZeroVolumeQueriesReturnNothing) {
@@ -316,6 +327,12 @@ TEST(ChunkIndex, ZeroVolumeQueriesReturnNothing) {
   std::vector<ChunkOverlap> reused{{1, {{0, 0}, {1, 1}}}};
   index.overlaps({{2, 0}, {0, 4}}, reused);
   EXPECT_TRUE(reused.empty());
+  std::vector<std::size_t> chunks{1};
+  EXPECT_EQ(index.overlapping_chunks({{2, 0}, {0, 4}}, chunks), 0);
+  EXPECT_TRUE(chunks.empty());
+  EXPECT_EQ(index.overlapping_chunks({{3, 3}, {2, 1}}, chunks), 2);
+  EXPECT_EQ(chunks, (std::vector<std::size_t>{0, 1}));
+  EXPECT_THROW(index.overlapping_chunks({{0}, {1}}, chunks), UsageError);
 }
 
 TEST(ChunkIndex, ReusedAnswersAreReplaced) {
@@ -414,6 +431,18 @@ TEST(ChunkIndex, RankMismatchesAreRefused) {
   EXPECT_THROW(index.overlaps({{0}, {2}}), UsageError);
   EXPECT_THROW(index.overlaps({{0, 0}, {2}}), UsageError);
   EXPECT_THROW(index.candidates({{0}, {2}}), UsageError);
+  std::vector<std::size_t> chunks;
+  EXPECT_THROW(index.overlapping_chunks({{0, 0}, {2}}, chunks), UsageError);
+}
+
+TEST(ChunkIndex, ElementCountsBeyond64BitsAreRefused) {
+  // Two chunks that overlap (answered, not refused, by the index) and each
+  // hold 2^62 elements: their sum is past what an int64 counts.
+  const std::int64_t side = std::int64_t{1} << 31;
+  const ChunkIndex index({{{0, 0}, {side, side}}, {{0, 0}, {side, side}}});
+  std::vector<std::size_t> chunks;
+  EXPECT_EQ(index.overlapping_chunks({{0, 0}, {side, side / 2}}, chunks), std::int64_t{1} << 62);
+  EXPECT_THROW(index.overlapping_chunks({{0, 0}, {side, side}}, chunks), UsageError);
 }
 
 TEST(ChunkIndex, NoChunks) {

@@ -118,6 +118,26 @@ std::size_t ChunkIndex::candidates(const ChunkStorageMetadata& box) const {
   return last - first;
 }
 
+template <class OnOverlap>
+void ChunkIndex::for_each_overlap(const ChunkStorageMetadata& box, OnOverlap&& on_overlap) const {
+  if (dims_ == 0) {
+    for (const auto i : non_empty_) on_overlap(std::size_t{i}, static_cast<const std::int64_t*>(nullptr));
+    return;
+  }
+  if (non_empty_.empty()) return;
+  const auto [best, first, last] = smallest_window(box);
+  const Axis& axis = axes_[best];
+  // The window's bounds lie side by side in the axis's order, so the scan
+  // reads memory in sequence.
+  const std::int64_t* b = axis.bounds.data() + 2 * first * dims_;
+  for (std::size_t k = first; k < last; ++k, b += 2 * dims_) {
+    bool meets = true;
+    for (std::size_t d = 0; meets && d < dims_; ++d)
+      meets = b[2 * d] < box.offsets[d] + box.sizes[d] && box.offsets[d] < b[2 * d + 1];
+    if (meets) on_overlap(std::size_t{axis.order[k]}, b);
+  }
+}
+
 std::vector<ChunkOverlap> ChunkIndex::overlaps(const ChunkStorageMetadata& box) const {
   std::vector<ChunkOverlap> out;
   overlaps(box, out);
@@ -127,57 +147,23 @@ std::vector<ChunkOverlap> ChunkIndex::overlaps(const ChunkStorageMetadata& box) 
 void ChunkIndex::overlaps(const ChunkStorageMetadata& box, std::vector<ChunkOverlap>& out) const {
   check_query_rank(box, dims_);
   std::size_t found = 0;
-  // Records chunk i as the next overlap, reusing out's elements (and the
-  // storage of their boxes) where it has them.
-  const auto record = [&](std::size_t i) {
-    if (found < out.size())
-      out[found].chunk = i;
-    else
-      out.push_back({i, {}});
-    ++found;
-  };
-
-  if (is_empty(box)) {
-    out.clear();
-    return;
-  }
-  if (dims_ == 0) {
-    for (const auto i : non_empty_) record(i);
-    out.resize(found);
-    for (auto& o : out) o.intersection = ChunkStorageMetadata{};
-    return;
-  }
-  if (non_empty_.empty()) {
-    out.clear();
-    return;
-  }
-
-  const auto [best, best_first, best_last] = smallest_window(box);
-  if (best_first == best_last) {
-    out.clear();
-    return;
-  }
-  const Axis& axis = axes_[best];
-  if (out.capacity() < best_last - best_first) out.reserve(best_last - best_first);
-  // The window's bounds lie side by side in the axis's order, so the scan
-  // reads memory in sequence; each overlap's intersection is written as it is
-  // found, in place (intersect() returns a new box, grown element by element,
-  // and allocating it made queries twice as slow at 1,024 ranks).
-  const std::int64_t* b = &axis.bounds[2 * best_first * dims_];
-  for (std::size_t k = best_first; k < best_last; ++k, b += 2 * dims_) {
-    bool meets = true;
-    for (std::size_t d = 0; meets && d < dims_; ++d)
-      meets = b[2 * d] < box.offsets[d] + box.sizes[d] && box.offsets[d] < b[2 * d + 1];
-    if (!meets) continue;
-    record(axis.order[k]);
-    auto& common = out[found - 1].intersection;
-    common.offsets.resize(dims_);
-    common.sizes.resize(dims_);
-    for (std::size_t d = 0; d < dims_; ++d) {
-      const auto lo = std::max(b[2 * d], box.offsets[d]);
-      common.offsets[d] = lo;
-      common.sizes[d] = std::min(b[2 * d + 1], box.offsets[d] + box.sizes[d]) - lo;
-    }
+  if (!is_empty(box)) {
+    // Each overlap's intersection is written as it is found, into out's
+    // next element and the storage of its box where out has them
+    // (intersect() returns a new box, grown element by element, and
+    // allocating it made queries twice as slow at 1,024 ranks).
+    for_each_overlap(box, [&](std::size_t chunk, const std::int64_t* b) {
+      if (found == out.size()) out.emplace_back();
+      auto& o = out[found++];
+      o.chunk = chunk;
+      o.intersection.offsets.resize(dims_);
+      o.intersection.sizes.resize(dims_);
+      for (std::size_t d = 0; d < dims_; ++d) {
+        const auto lo = std::max(b[2 * d], box.offsets[d]);
+        o.intersection.offsets[d] = lo;
+        o.intersection.sizes[d] = std::min(b[2 * d + 1], box.offsets[d] + box.sizes[d]) - lo;
+      }
+    });
   }
   out.resize(found);
 
@@ -185,6 +171,30 @@ void ChunkIndex::overlaps(const ChunkStorageMetadata& box, std::vector<ChunkOver
   // order, which is usually the same (chunks listed by rank, ranks in order).
   const auto by_chunk = [](const ChunkOverlap& a, const ChunkOverlap& b) { return a.chunk < b.chunk; };
   if (!std::is_sorted(out.begin(), out.end(), by_chunk)) std::sort(out.begin(), out.end(), by_chunk);
+}
+
+std::int64_t ChunkIndex::overlapping_chunks(const ChunkStorageMetadata& box, std::vector<std::size_t>& chunks) const {
+  check_query_rank(box, dims_);
+  chunks.clear();
+  if (is_empty(box)) return 0;
+  std::int64_t covered = 0;
+  bool overflow = false;
+  for_each_overlap(box, [&](std::size_t chunk, const std::int64_t* b) {
+    chunks.push_back(chunk);
+    // The intersection's volume: every side is positive (both boxes are
+    // non-empty and meet along every dimension).
+    std::int64_t n = 1;
+    for (std::size_t d = 0; d < dims_; ++d) {
+      const auto side = std::min(b[2 * d + 1], box.offsets[d] + box.sizes[d]) - std::max(b[2 * d], box.offsets[d]);
+      overflow |= __builtin_mul_overflow(n, side, &n);
+    }
+    overflow |= __builtin_add_overflow(covered, n, &covered);
+  });
+  if (overflow)
+    throw UsageError("h5dcp: the saved chunks that meet the block " + describe_box(box) +
+                     " hold more elements than 64 bits count");
+  if (!std::is_sorted(chunks.begin(), chunks.end())) std::sort(chunks.begin(), chunks.end());
+  return covered;
 }
 
 }  // namespace h5dcp::detail

@@ -17,7 +17,6 @@ LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Me
   std::set<std::string> reported;
   // One overlap index per tensor, built when a rank first asks for it.
   std::map<std::string, ChunkIndex> indexes;
-  std::vector<ChunkOverlap> overlaps;
   auto problem = [&](const std::string& fqn, std::string text) {
     if (reported.insert(fqn).second) problems.push_back(std::move(text));
   };
@@ -90,13 +89,8 @@ LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Me
         throw FormatError("h5dcp: " + *overlap + ": the checkpoint's chunk attributes are damaged");
       index = indexes.emplace(fqn, ChunkIndex(saved->chunks)).first;
     }
-    index->second.overlaps(storage_box, overlaps);
-    std::int64_t covered = 0;
     std::vector<std::size_t> sources;
-    for (const auto& o : overlaps) {
-      covered += volume(o.intersection.sizes);
-      sources.push_back(o.chunk);
-    }
+    const std::int64_t covered = index->second.overlapping_chunks(storage_box, sources);
     if (covered != volume(storage_box.sizes))
       throw FormatError("h5dcp: the saved chunks of '" + fqn + "' do not cover the block " + describe_box(storage_box) +
                         ": the checkpoint's chunk attributes are damaged");
