@@ -229,6 +229,39 @@ def machine_counters(device_stat):
 PAGE_REPORTING = "/sys/module/page_reporting/parameters/"
 
 
+def reported_kib():
+    """The free memory this kernel has reported to its host so far, KiB; None where it does not count it."""
+    try:
+        with open(PAGE_REPORTING + "reported_kib") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+# Seconds, as h5dcp-bench's settle_page_reporting: quiet 2.5 and limit 10 unless
+# H5DCP_BENCH_SETTLE_LIMIT sets the limit (the quiet time then at most the limit).
+SETTLE_LIMIT = float(os.environ.get("H5DCP_BENCH_SETTLE_LIMIT", "10"))
+SETTLE_QUIET = min(2.5, SETTLE_LIMIT)
+
+
+def settle_page_reporting(quiet=SETTLE_QUIET, limit=SETTLE_LIMIT):
+    """Untimed, before the async call, as h5dcp-bench does before its bare copy and its call: rank 0
+    waits until this VM's kernel has stopped handing freed memory to its host (its counter unchanged
+    for `quiet` seconds, at most `limit`), every rank waits for it. Returns the seconds waited."""
+    waited = 0.0
+    if rank == 0 and reported_kib() is not None:
+        start = last_change = time.perf_counter()
+        last = reported_kib()
+        while time.perf_counter() - last_change < quiet and time.perf_counter() - start < limit:
+            time.sleep(0.1)
+            now = reported_kib()
+            if now != last:
+                last, last_change = now, time.perf_counter()
+        waited = time.perf_counter() - start
+    dist.barrier()
+    return waited
+
+
 def page_reporting_orders():
     """(the smallest order of the free blocks this kernel reports to its host, the largest order
     its page allocator has), as h5dcp-bench records them; -1 where unknown. Reporting is paused
@@ -421,6 +454,7 @@ transformer_path = os.path.join(args.dir, "dcp-transformer")
 if transformer:
     cases += ["transformer_save", "transformer_load"] + (["transformer_load_cold"] if cold else [])
 seconds = {c: [] for c in cases}
+reporting_settled = []  # seconds waited for free page reporting to settle, before each timed async call
 ok = {c: True for c in cases}
 gpu_staging, gpu_staging_error = ("background" if on_gpu else None), None
 for rep in range(1 + args.reps):
@@ -507,6 +541,7 @@ for rep in range(1 + args.reps):
             settle(async_path)
             run_async()  # the fallback's own warm-up: its pinned memory allocated once
         settle(async_path)
+    settled = settle_page_reporting()
     t = timed(run_async)
     # The async checkpoint is read back too, untimed.
     target = state(mesh, False)
@@ -519,6 +554,7 @@ for rep in range(1 + args.reps):
     if keep:
         seconds["async_blocking"].append(call)
         seconds["async_total"].append(t)
+        reporting_settled.append(settled)
         if on_gpu:
             seconds["async_staged"].append(staged)
 
@@ -549,6 +585,8 @@ if rank == 0:
         "settled_disk": "before every timed case: old output removed and os.sync() on every rank, untimed",
         "cold": cold,
         "page_reporting_order": reporting_order,
+        "reporting_settle_bounds": [SETTLE_QUIET, SETTLE_LIMIT],
+        "reporting_settled_seconds": reporting_settled,
         "largest_page_order": largest_order,
         "drop_caches": "before each *_cold case only, by rank 0 after os.sync()" if cold else "never",
         "small_count": args.small_count,

@@ -617,6 +617,21 @@ plan_load = [(name, index_s + plan_s) for name, index_s, _, plan_s in plan_load_
 slowest_load = max(plan_load, key=lambda x: x[1]) if plan_load else None
 
 
+def settle_text():
+    """How long the benches waited for the VM's free page reporting before the copies they compare."""
+    waits = h.get("reporting_settled_seconds") or []
+    peer_waits = (peer or {}).get("reporting_settled_seconds") or []
+    bounds = h.get("reporting_settle_bounds")
+    if not waits or not bounds:
+        return ""
+    return (" The bare copy and each async call (the peer's too) start once the VM has stopped"
+            " handing the memory freed before them to its host (free page reporting, below; its counter"
+            f" unchanged for {bounds[0]:g} s, at most {bounds[1]:g} s): in trial runs the copies made while it"
+            " reported were slower, on either side of the comparison. In this run h5dcp-bench"
+            f" waited {min(waits):.1f}-{max(waits):.1f} s before each"
+            + (f", the peer {min(peer_waits):.1f}-{max(peer_waits):.1f} s" if peer_waits else "") + ".")
+
+
 def plan_lookups_text():
     """What asking for chunk indices instead of intersection boxes saved, in the slowest load case."""
     if not slowest_load:
@@ -1325,7 +1340,7 @@ prose = [
        f" the speed memory copies in this run, so the copy alone is {100 * s['staging_copy'] / s['save']:.0f} %"
        " of the save" if "staging_copy" in s and h_ok else "")
     + ". With more cores per rank the copy is parallel (ATen's intra-op threads; the benchmark",
-    "  pins one).",
+    "  pins one)." + settle_text(),
     "- **Waiting for the other ranks.** Every collective phase (comm/comm.cpp) polls its",
     "  nonblocking messages until a deadline, so that a rank that never arrives is named rather",
     "  than waited for. The poll used to sleep 200 µs between rounds; it now only yields the core",
