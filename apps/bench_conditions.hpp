@@ -214,11 +214,11 @@ inline std::array<double, 2> reporting_settle_bounds() {
 inline double settle_page_reporting() {
   const auto [quiet, limit] = reporting_settle_bounds();
   double waited = 0;
-  if (world_rank() == 0 && reported_kib() >= 0) {
+  double last = world_rank() == 0 ? reported_kib() : -1;
+  if (last >= 0) {
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     auto last_change = start;
-    double last = reported_kib();
     const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     while (since(last_change) < quiet && since(start) < limit) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

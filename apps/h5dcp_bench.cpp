@@ -705,13 +705,13 @@ int main(int argc, char** argv) {
       }
     }
     if (!args.json.empty()) {
+      const auto settle_bounds = h5dcp_bench::reporting_settle_bounds();
       std::ofstream out(args.json);
       out << "{\n  \"ranks\": " << size_ << ",\n  \"gb\": " << gb << ",\n  \"small_gb\": " << small_gb
           << ",\n  \"cold\": " << (cold ? "true" : "false")
           << ",\n  \"page_reporting_order\": " << h5dcp_bench::page_reporting_order()
           << ",\n  \"largest_page_order\": " << h5dcp_bench::largest_page_order()
-          << ",\n  \"reporting_settle_bounds\": [" << h5dcp_bench::reporting_settle_bounds()[0] << ", "
-          << h5dcp_bench::reporting_settle_bounds()[1] << "]"
+          << ",\n  \"reporting_settle_bounds\": [" << settle_bounds[0] << ", " << settle_bounds[1] << "]"
           << ",\n  \"reporting_settled_seconds\": [";
       for (std::size_t k = 0; k < reporting_settled.size(); ++k) out << (k ? ", " : "") << reporting_settled[k];
       out << "]"

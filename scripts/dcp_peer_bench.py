@@ -249,9 +249,9 @@ def settle_page_reporting(quiet=SETTLE_QUIET, limit=SETTLE_LIMIT):
     waits until this VM's kernel has stopped handing freed memory to its host (its counter unchanged
     for `quiet` seconds, at most `limit`), every rank waits for it. Returns the seconds waited."""
     waited = 0.0
-    if rank == 0 and reported_kib() is not None:
+    last = reported_kib() if rank == 0 else None
+    if last is not None:
         start = last_change = time.perf_counter()
-        last = reported_kib()
         while time.perf_counter() - last_change < quiet and time.perf_counter() - start < limit:
             time.sleep(0.1)
             now = reported_kib()

@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "h5dcp/error.hpp"
 #include "plan/chunk_geometry.hpp"
@@ -29,6 +30,14 @@ void check_query_rank(const ChunkStorageMetadata& box, std::size_t dims) {
 
 bool is_empty(const ChunkStorageMetadata& box) {
   return std::any_of(box.sizes.begin(), box.sizes.end(), [](std::int64_t s) { return s <= 0; });
+}
+
+// {start, size} along dimension d of a chunk that meets `box`: `bounds` is
+// the chunk's start and end along every dimension (start, end, ...).
+std::pair<std::int64_t, std::int64_t> common_extent(const std::int64_t* bounds, const ChunkStorageMetadata& box,
+                                                    std::size_t d) {
+  const auto lo = std::max(bounds[2 * d], box.offsets[d]);
+  return {lo, std::min(bounds[2 * d + 1], box.offsets[d] + box.sizes[d]) - lo};
 }
 
 }  // namespace
@@ -158,11 +167,8 @@ void ChunkIndex::overlaps(const ChunkStorageMetadata& box, std::vector<ChunkOver
       o.chunk = chunk;
       o.intersection.offsets.resize(dims_);
       o.intersection.sizes.resize(dims_);
-      for (std::size_t d = 0; d < dims_; ++d) {
-        const auto lo = std::max(b[2 * d], box.offsets[d]);
-        o.intersection.offsets[d] = lo;
-        o.intersection.sizes[d] = std::min(b[2 * d + 1], box.offsets[d] + box.sizes[d]) - lo;
-      }
+      for (std::size_t d = 0; d < dims_; ++d)
+        std::tie(o.intersection.offsets[d], o.intersection.sizes[d]) = common_extent(b, box, d);
     });
   }
   out.resize(found);
@@ -184,10 +190,7 @@ std::int64_t ChunkIndex::overlapping_chunks(const ChunkStorageMetadata& box, std
     // The intersection's volume: every side is positive (both boxes are
     // non-empty and meet along every dimension).
     std::int64_t n = 1;
-    for (std::size_t d = 0; d < dims_; ++d) {
-      const auto side = std::min(b[2 * d + 1], box.offsets[d] + box.sizes[d]) - std::max(b[2 * d], box.offsets[d]);
-      overflow |= __builtin_mul_overflow(n, side, &n);
-    }
+    for (std::size_t d = 0; d < dims_; ++d) overflow |= __builtin_mul_overflow(n, common_extent(b, box, d).second, &n);
     overflow |= __builtin_add_overflow(covered, n, &covered);
   });
   if (overflow)
