@@ -622,14 +622,20 @@ def settle_text():
     waits = h.get("reporting_settled_seconds") or []
     peer_waits = (peer or {}).get("reporting_settled_seconds") or []
     bounds = h.get("reporting_settle_bounds")
-    if not waits or not bounds:
+    allowance = h.get("reporting_settle_allowance_mib")
+    if not waits or not bounds or allowance is None:
         return ""
     def at_limit(ws):
         return sum(1 for w in ws if w >= bounds[1])
 
+    order = h.get("page_reporting_order", -1)
+    block = f" {2 ** order:,}-page" if order >= 0 else ""
+
     return (" Before the bare copy and each async call (the peer's too) the benches wait, untimed, for the"
             " VM to stop handing the memory freed before them to its host (free page reporting, below):"
-            f" until its counter has not changed for {bounds[0]:g} s, at most {bounds[1]:g} s. In trial runs"
+            f" until its counter has grown by at most {allowance:g} MiB over the last {bounds[0]:g} s"
+            f" (once the bulk of a free is reported the kernel goes on handing back a{block} block now and"
+            f" then), at most {bounds[1]:g} s. In trial runs"
             " the copies made while it reported were slower, on either side of the comparison. In this run"
             f" h5dcp-bench waited {min(waits):.1f}-{max(waits):.1f} s before each"
             + (f", the peer {min(peer_waits):.1f}-{max(peer_waits):.1f} s" if peer_waits else "")
@@ -1339,7 +1345,10 @@ prose = [
     "  beside the copy (HDF5 and MPI-IO work on every rank, MPI polling while it waits), and on",
     "  this machine's two cores the copy lost its core to it for part of the time. The save then",
     "  becomes durable that much later, while the caller computes. The row \"memory copy of the shards\" is that copy alone",
-    "  (at::Tensor::copy_ into touched memory, one thread per rank)"
+    "  (at::Tensor::copy_ into touched memory, one thread per rank; the target touched again, untimed,"
+    "  right before each copy: on this virtual machine the host may take memory left alone for a while,"
+    "  and the next write of each page then costs a fault on the host, seen in the guest as user time"
+    "  of the copy)"
     + (f": the blocking time is {s['async_blocking'] / s['staging_copy']:.2f} × that copy's. The"
        f" {100 * ASYNC_BLOCKING:g} % target assumes a save that is slow next to a memory copy (GPU to"
        f" pinned host memory, slow storage); here the disk writes at {s['staging_copy'] / s['save']:.2f} ×"
