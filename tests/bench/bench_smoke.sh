@@ -144,7 +144,7 @@ for w in h["reporting_settled_seconds"] + p["reporting_settled_seconds"]:
     assert (0.5 <= w < 1.5) if counted else w == 0, w
 PY
 if [ -e /sys/module/page_reporting/parameters/reported_kib ]; then
-  grep -Eq "Before the bare copy and each async call \(the peer's too\) the benches wait, untimed, for the VM to stop handing the memory freed before them to its host \(free page reporting, below\): until its counter has grown by at most 32 MiB over the last 0.5 s \(once the bulk of a free is reported the kernel goes on handing back a [0-9,]+-page block now and then\), at most 0.5 s\..* In this run h5dcp-bench waited [0-9.]+-[0-9.]+ s before each, the peer [0-9.]+-[0-9.]+ s; [0-2] of h5dcp-bench's 2 waits and [01] of the peer's 1 reached the limit, the reporting still going\." "$report" ||
+  grep -Eq "Before the bare copy and each async call \(the peer's too\) the benches wait, untimed, for the VM to stop handing the memory freed before them to its host \(free page reporting, below\): until its counter has grown by at most 32 MiB over the last 0.5 s \(once the bulk of a free is reported the kernel goes on handing back a [0-9,]+-page block now and then\), at most 0.5 s\..* In this run h5dcp-bench waited [0-9.]+-[0-9.]+ s before each, the peer [0-9.]+-[0-9.]+ s(; [0-2] of h5dcp-bench's 2 waits and [01] of the peer's 1 reached the limit, the reporting still going|; none reached the limit)\." "$report" ||
     fail "the async paragraph does not give the waits for free page reporting"
 fi
 # Both sides' JSONs record the free page reporting knob as it was (-1 where the kernel has none),
@@ -176,7 +176,7 @@ grep -q "also ran the case with early write-back off (\`H5DCP_WRITEBACK_MIB=0\`)
   "$report" || fail "the transformer paragraph does not compare the save with early write-back off"
 grep -F "| save ≥ 1.5 × PyTorch 2.13 DCP's save" "$report" | grep -q "(the alternated rounds; the main runs: " ||
   fail "the save-vs-DCP target does not take the alternated rounds: $(grep -F "| save ≥ 1.5 ×" "$report")"
-grep -F "| async blocking ≤ 1.1 ×" "$report" | grep -q "(the call's own copy [0-9.]* s, [0-9.]* × the bare copy; the rest of the call" ||
+grep -F "| async blocking ≤ 1.1 ×" "$report" | grep -q "(the call's own copy [0-9.]* s, [0-9.]* × the bare copy; the rest of the call [0-9.]* s; the same copy on the staging thread, into staging memory the async save had written seconds before, [0-9.]* s, [0-9.]* ×)" ||
   fail "the async blocking target does not split the call: $(grep -F "| async blocking ≤ 1.1 ×" "$report")"
 # What the machine did: each side records every watched repetition's conditions
 # beside its seconds (the same figure), and the report shows the alternated saves'
