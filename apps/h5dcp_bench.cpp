@@ -566,8 +566,9 @@ int main(int argc, char** argv) {
     t["staged_compute"].push_back(compute);
     // The same copy as the async call's, on the staging thread while the
     // caller computes, into staging memory the async call wrote seconds
-    // before: the engine's copy where the host has not had time to take
-    // that memory back (see the bare copy's comment).
+    // before (the call's staging memory has waited a repetition; see the
+    // bare copy's comment): another sample of the engine's copy beside the
+    // floor.
     double staged_copy = h5dcp::last_async_save_stats().staging_seconds;
     MPI_Allreduce(MPI_IN_PLACE, &staged_copy, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     t["staged_engine_copy"].push_back(staged_copy);
