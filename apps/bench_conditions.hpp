@@ -222,7 +222,11 @@ inline constexpr double kReportingSettleAllowanceMib = 32;
 /// the kernel has no such counter). Collective (MPI_COMM_WORLD). The JSONs
 /// record the bounds and the allowance (the report quotes them from there).
 inline double settle_page_reporting() {
-  const auto [quiet, limit] = reporting_settle_bounds();
+  // Plain names, not a structured binding: the lambda below uses `quiet`,
+  // and clang before 16 refuses to capture a binding.
+  const auto bounds = reporting_settle_bounds();
+  const double quiet = bounds[0];
+  const double limit = bounds[1];
   double waited = 0;
   const double first = world_rank() == 0 ? reported_kib() : -1;
   if (first >= 0) {
