@@ -6,10 +6,11 @@ usage: gpu_report.py RESULTS_DIR OUT.md            the section alone
                                                   the section replaced in place (between its
                                                   markers; appended when it has none)
 
-RESULTS_DIR holds machine.txt, tests.txt (ctest's lines from the same call
-of scripts/gpu-check.sh, if its tests ran) and, per rank count N,
-h5dcp-npN.json (apps/h5dcp_gpu_bench.cpp) and dcp-npN.json
-(scripts/dcp_peer_bench.py --device cuda). Every number in the text comes from those files. A side
+RESULTS_DIR holds machine.txt (the same on every call it gathers), tests.txt
+(ctest's lines from scripts/gpu-check.sh's test step on such a machine, if its
+tests ran) and, per rank count N, h5dcp-npN.json (apps/h5dcp_gpu_bench.cpp) and
+dcp-npN.json (scripts/dcp_peer_bench.py --device cuda) from one call of
+scripts/gpu-bench.sh. Every number in the text comes from those files. A side
 whose own correctness check failed gets no ratio."""
 import glob
 import json
@@ -98,7 +99,8 @@ def render(results):
              "Recorded on a lent GPU machine by `scripts/gpu-check.sh` (`scripts/gpu-bench.sh`): h5dcp "
              "(`h5dcp-gpu-bench`)"
              + (" and PyTorch's DCP (`scripts/dcp_peer_bench.py --device cuda`) on the same GPU, the same data, "
-                "in the same run" if with_dcp else "")
+                "in the same call of `scripts/gpu-bench.sh` (each rank count below in a call of its own)"
+                if with_dcp else "")
              + "; the data: 4 float32 tensors, row-sharded, on the GPU. Every save is made durable (fsync). "
              "h5dcp's `async_save` stages in the call, `async_stage_and_save` in the background"
              + ("; DCP's async save stages as its result below says" if with_dcp else "")
@@ -106,7 +108,7 @@ def render(results):
     lines += [f"- {line}" for line in machine]
     tests = os.path.join(results, "tests.txt")
     if os.path.exists(tests):
-        lines += ["", "The tests `scripts/gpu-check.sh` ran on this GPU in the same call (ctest's lines; the "
+        lines += ["", "The tests `scripts/gpu-check.sh` ran on a machine of this kind, in a call of their own (ctest's lines; the "
                   "`mpi.gpu` tests fail rather than skip without a GPU, and `train.*` train on it):", "", "```"]
         lines += [line.rstrip() for line in open(tests)] + ["```"]
     for path in sorted(glob.glob(os.path.join(results, "h5dcp-np*.json")),
