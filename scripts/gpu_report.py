@@ -108,7 +108,8 @@ def render(results):
     lines += [f"- {line}" for line in machine]
     tests = os.path.join(results, "tests.txt")
     if os.path.exists(tests):
-        lines += ["", "The tests `scripts/gpu-check.sh` ran on a machine of this kind, in a call of their own (ctest's lines; the "
+        lines += ["", "The tests `scripts/gpu-check.sh` ran on a machine of this kind, in a call of their own "
+                  "(ctest's lines; the "
                   "`mpi.gpu` tests fail rather than skip without a GPU, and `train.*` train on it):", "", "```"]
         lines += [line.rstrip() for line in open(tests)] + ["```"]
     for path in sorted(glob.glob(os.path.join(results, "h5dcp-np*.json")),
