@@ -57,7 +57,6 @@ struct Job {
   // io_mode. Otherwise blocks stream through staging, written independently.
   bool whole_blocks = false;
   bool fits_staging = false;  // this rank's pieces all fit the staging memory at once
-  bool caller_stages = true;  // async_save: the caller copies before it returns
   std::promise<SaveResult> promise;
   std::promise<void> staged;  // this rank's tensors are free again
   CallerWork caller_work;     // where the caller's GPU work stood when it called
@@ -182,14 +181,17 @@ struct AsyncSaveEngine::Impl {
 
   void write_job(Job& j) {
     try {
-      // When the caller copies every block whole before it returns
-      // (async_save), the save, creating the file included, starts once the
-      // copy is done: creating the file is tens of milliseconds of HDF5 and
-      // MPI-IO work (MPI polls while it waits) on every rank, which took
-      // cores from the copy while the caller was blocked. The choice is the
-      // same on every rank (the plan and the call decide it), so no rank
-      // waits in the collective create for one still copying.
-      if (j.whole_blocks && j.caller_stages) wait_staging_done();
+      // When every block is staged whole, the save, creating the file
+      // included, starts once the copy is done, whoever copies (the caller
+      // in async_save, the staging thread in async_stage_and_save):
+      // creating the file is tens of milliseconds of HDF5 and MPI-IO work
+      // (MPI polls while it waits) on every rank, which took cores from the
+      // copy, and the copy is what the caller waits for (blocked in the
+      // call, or on `staged` before its next step). Nothing is written
+      // before the copy is done either way (write_whole). The choice is the
+      // same on every rank (the plan decides it), so no rank waits in the
+      // collective create for one still copying.
+      if (j.whole_blocks) wait_staging_done();
       const auto& comm = j.session->comm();
       write_and_publish(comm, j.plan, j.path, [&](ContainerWriter& writer) {
         return j.whole_blocks ? write_whole(j, writer) : write_streamed(j, writer);
@@ -370,7 +372,6 @@ StagedSave AsyncSaveEngine::start(std::unique_ptr<CheckpointSession> session, co
   job->io_mode = options.io_mode;
   job->blocks = blocks_written_by(job->plan, comm.rank());
   job->whole_blocks = every_rank_fits_whole(job->plan, impl.ring);
-  job->caller_stages = !stage_in_background;
   // Streamed pieces are at most half the staging memory, so one can be
   // written while the next is copied.
   const auto piece_limit =
