@@ -273,6 +273,11 @@ rows += [
     ("memory copy of the shards into touched memory (floor of the above)", s.get("staging_copy"),
      h_rate("staging_copy"), h_spread("staging_copy"), ""),
 ]
+if "staging_copy_idle" in s:
+    rows += [
+        ("the same copy into memory left alone since the previous repetition's copy, as the staging memory is"
+         " between saves", s["staging_copy_idle"], h_rate("staging_copy_idle"), h_spread("staging_copy_idle"), ""),
+    ]
 if "staged_total" in s:
     rows += [
         ("h5dcp async save staged in the background, until durable", s["staged_total"], h_rate("staged_total"),
@@ -590,8 +595,11 @@ def engine_copy_split():
     staged = (f"; the same copy on the staging thread, into staging memory the async save had written"
               f" seconds before, {s['staged_engine_copy']:.3f} s, {s['staged_engine_copy'] / s['staging_copy']:.2f} ×"
               if "staged_engine_copy" in s else "")
+    idle = (f"; the bare copy into memory left alone since the previous repetition, as the staging memory is,"
+            f" {s['staging_copy_idle']:.3f} s, {s['staging_copy_idle'] / s['staging_copy']:.2f} ×"
+            if "staging_copy_idle" in s else "")
     return (f" (the call's own copy {statistics.median(copied):.3f} s, {statistics.median(copied) / s['staging_copy']:.2f} ×"
-            f" the bare copy; the rest of the call {statistics.median(rest):.4f} s{staged})")
+            f" the bare copy; the rest of the call {statistics.median(rest):.4f} s{idle}{staged})")
 
 
 target_next(f"async blocking ≤ {ASYNC_VS_COPY:g} × the bare copy of the shards into touched memory",
@@ -1351,19 +1359,26 @@ prose = [
     "- **Async saves.** The caller is blocked for the collective plan and the copy of its blocks",
     "  into the pre-touched, reused staging memory; the background thread then creates the file,",
     "  checksums the staged bytes and writes them. When every rank's blocks fit the staging memory",
-    "  whole, the background thread starts only once the copy is done: it used to create the file",
+    "  whole, the background thread starts only once the copy is done, whoever copies (the caller, or",
+    "  the staging thread of `async_stage_and_save`): it used to create the file",
     "  beside the copy (HDF5 and MPI-IO work on every rank, MPI polling while it waits), and on",
     "  this machine's two cores the copy lost its core to it for part of the time. The save then",
     "  becomes durable that much later, while the caller computes. The row \"memory copy of the shards\" is that copy alone",
     "  (at::Tensor::copy_ into touched memory, one thread per rank; the target touched again, untimed,"
-    "  right before each copy: on this virtual machine the host may take memory left alone for a while,"
-    "  and the next write of each page then costs a fault on the host, seen in the guest as user time"
-    "  of the copy)"
+    " right before each copy: on this virtual machine the host may take memory left alone for a while,"
+    " and the next write of each page then costs a fault on the host, seen in the guest as user time"
+    " of the copy)"
     + (f": the blocking time is {s['async_blocking'] / s['staging_copy']:.2f} × that copy's. The"
        f" {100 * ASYNC_BLOCKING:g} % target assumes a save that is slow next to a memory copy (GPU to"
        f" pinned host memory, slow storage); here the disk writes at {s['staging_copy'] / s['save']:.2f} ×"
        f" the speed memory copies in this run, so the copy alone is {100 * s['staging_copy'] / s['save']:.0f} %"
        " of the save" if "staging_copy" in s and h_ok else "")
+    + (f". The staging memory is written only by the saves, a repetition apart: the same bare copy into"
+       f" memory left alone since the previous repetition's copy took {s['staging_copy_idle']:.3f} s,"
+       f" {s['staging_copy_idle'] / s['staging_copy']:.2f} × the copy into memory touched right before it,"
+       f" and the call's own copy {statistics.median(h['seconds']['async_engine_copy']) / s['staging_copy_idle']:.2f}"
+       " × the copy into idle memory"
+       if "staging_copy_idle" in s and h.get("seconds", {}).get("async_engine_copy") else "")
     + ". With more cores per rank the copy is parallel (ATen's intra-op threads; the benchmark",
     "  pins one)." + settle_text(),
     "- **Waiting for the other ranks.** Every collective phase (comm/comm.cpp) polls its",
