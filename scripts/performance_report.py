@@ -598,8 +598,12 @@ def engine_copy_split():
     idle = (f"; the bare copy into memory left alone since the previous repetition, as the staging memory is,"
             f" {s['staging_copy_idle']:.3f} s, {s['staging_copy_idle'] / s['staging_copy']:.2f} ×"
             if "staging_copy_idle" in s else "")
+    floors = h["seconds"].get("staging_copy", [])
+    paired = ([c / f for c, f in zip(copied, floors)] if len(floors) == len(copied) and all(floors) else [])
+    by_rep = (f"; repetition by repetition the call's copy took {min(paired):.2f}-{max(paired):.2f} × the bare copy"
+              " of the same repetition" if paired else "")
     return (f" (the call's own copy {statistics.median(copied):.3f} s, {statistics.median(copied) / s['staging_copy']:.2f} ×"
-            f" the bare copy; the rest of the call {statistics.median(rest):.4f} s{idle}{staged})")
+            f" the bare copy{by_rep}; the rest of the call {statistics.median(rest):.4f} s{idle}{staged})")
 
 
 target_next(f"async blocking ≤ {ASYNC_VS_COPY:g} × the bare copy of the shards into touched memory",
@@ -608,7 +612,9 @@ target_next(f"async blocking ≤ {ASYNC_VS_COPY:g} × the bare copy of the shard
             ("the bare copy", True, s.get("staging_copy")))
 target_next(f"staged in the background, with a step's compute longer than the copy: training waits ≤ "
             f"{100 * STAGED_WAITED:g} % of a sync save",
-            lambda: f"{100 * s['staged_training_waited'] / s['save']:.2f} % (the call {s['staged_blocking']:.4f} s,"
+            lambda: f"{100 * s['staged_training_waited'] / s['save']:.2f} % (the call {s['staged_blocking']:.4f} s"
+                    + (f" ({min(h['seconds']['staged_blocking']):.4f}-{max(h['seconds']['staged_blocking']):.4f} s"
+                       " over the repetitions)" if h.get("seconds", {}).get("staged_blocking") else "") + ","
                     f" the wait on `staged` {s['staged_wait']:.4f} s, after {s['staged_compute']:.3f} s of compute)",
             lambda: s["staged_training_waited"] <= STAGED_WAITED * s["save"], H, H_ASYNC,
             ("the staged case", True, s.get("staged_training_waited")))
