@@ -71,7 +71,8 @@ using h5dcp_bench::without_read_ahead;
 struct Args {
   double gib = 1.0;
   int reps = 5;
-  int warmup = 1;  // untimed repetitions first: first touches, HDF5's and MPI's set-up
+  int async_samples = 1;  // the bare copies and the async cases, per repetition
+  int warmup = 1;         // untimed repetitions first: first touches, HDF5's and MPI's set-up
   std::string dir = "/tmp/h5dcp-bench";
   bool cold = true;  // also time every load with the page cache dropped (when root)
   std::string json;
@@ -239,6 +240,8 @@ int main(int argc, char** argv) {
       args.gib = std::stod(value());
     else if (arg == "--reps")
       args.reps = std::stoi(value());
+    else if (arg == "--async-samples")
+      args.async_samples = std::max(1, std::stoi(value()));
     else if (arg == "--warmup")
       args.warmup = std::stoi(value());
     else if (arg == "--dir")
@@ -276,7 +279,7 @@ int main(int argc, char** argv) {
     else {
       std::printf(
           "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
-          "                                 [--json FILE]\n"
+          "                                 [--json FILE] [--async-samples S]\n"
           "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
           "                                 [--transformer-layers L (0: none)] [--transformer-hidden H]\n"
           "                                 [--transformer-vocab V]\n"
@@ -505,81 +508,87 @@ int main(int argc, char** argv) {
     fresh(published);
     watched("direct_write", [&] { h5dcp_bench::direct_write(posix_path, ranges); });
     fresh(posix_path);
-    // The floor under the blocking time: copying this rank's shards into
-    // memory that is already touched, nothing else. The async call's file of
-    // the last repetition is removed first, so that both copies follow the
-    // same frees, and each starts once the VM has handed the memory freed
-    // before it to its host (bench_conditions.hpp's settle_page_reporting).
-    fresh(args.dir + "/async.h5");
-    reporting_settled.push_back(h5dcp_bench::settle_page_reporting());
-    // Touched again, untimed, right before the copy: on a virtual machine
-    // the host may take memory that has been left alone for a while (in a
-    // trial here a copy into memory idle for 50 s took several times as long
-    // as one into memory idle for 15 s, all of it user time, no fault in the
-    // guest), and the target waits a repetition between copies. The floor
-    // is the copy alone.
-    const auto copy_shards_into = [&](at::Tensor& target) {
-      std::int64_t offset = 0;
-      for (const auto& [name, value] : saved) {
-        const auto& shard = std::get<h5dcp::ShardedTensor>(value).local_shards()[0].tensor;
-        target.narrow(0, offset, shard.numel()).copy_(shard.reshape({-1}));
-        offset += shard.numel();
-      }
-    };
-    copy_target.zero_();
-    watched("staging_copy", [&] { copy_shards_into(copy_target); });
-    // What the host's taking back of idle memory costs the same copy: the
-    // async call's copy goes into memory left alone about as long.
-    t["staging_copy_idle"].push_back(timed([&] { copy_shards_into(idle_target); }));
-    double blocking = 0;
-    h5dcp_bench::Conditions blocking_conditions;  // the call alone: rank 0's counters
-    reporting_settled.push_back(h5dcp_bench::settle_page_reporting());
-    mark("async save (background)", rep);
-    watched("async_total", [&] {
-      blocking_watch.start();
-      const double t0 = now();
-      auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
-      blocking = now() - t0;
-      blocking_conditions = blocking_watch.stop(/*collective=*/false);
-      future.get();
-    });
-    MPI_Allreduce(MPI_IN_PLACE, &blocking, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    t["async_blocking"].push_back(blocking);
-    conditions["async_blocking"].push_back(h5dcp_bench::conditions_json(blocking, blocking_conditions));
-    // The blocking time's copy, as the engine timed it: what the call adds
-    // beyond the copy, and whether the copy itself ran slower than the bare one.
-    double engine_copy = h5dcp::last_async_save_stats().staging_seconds;
-    MPI_Allreduce(MPI_IN_PLACE, &engine_copy, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    t["async_engine_copy"].push_back(engine_copy);
-    // Staging in the background, then a training step: compute (longer
-    // than the copy), then the wait on `staged` before the optimizer step.
-    const double compute = 2 * t["staging_copy"].back();
-    double waits[2] = {0, 0};  // the call, the wait on `staged`
-    fresh(args.dir + "/staged.h5");
-    mark("staged in the background", rep);
-    t["staged_total"].push_back(timed([&] {
-      const double t0 = now();
-      auto handles = h5dcp::async_stage_and_save(saved, args.dir + "/staged.h5", async_options);
-      waits[0] = now() - t0;
-      std::this_thread::sleep_for(std::chrono::duration<double>(compute));
-      const double t1 = now();
-      handles.staged.wait();
-      waits[1] = now() - t1;
-      handles.saved.get();
-    }));
-    MPI_Allreduce(MPI_IN_PLACE, waits, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    t["staged_blocking"].push_back(waits[0]);
-    t["staged_wait"].push_back(waits[1]);
-    t["staged_training_waited"].push_back(waits[0] + waits[1]);
-    t["staged_compute"].push_back(compute);
-    // The same copy as the async call's, on the staging thread while the
-    // caller computes, into staging memory the async call wrote seconds
-    // before (the call's staging memory has waited a repetition; see the
-    // bare copy's comment): another sample of the engine's copy beside the
-    // floor.
-    double staged_copy = h5dcp::last_async_save_stats().staging_seconds;
-    MPI_Allreduce(MPI_IN_PLACE, &staged_copy, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    t["staged_engine_copy"].push_back(staged_copy);
+    // The async cases and their floors, `--async-samples` times per
+    // repetition: each sample is a short event (tens of milliseconds) that a
+    // busy host can stretch several-fold, and more samples keep the median
+    // from following a few such moments.
+    for (int sample = 0; sample < args.async_samples; ++sample) {
+      // The floor under the blocking time: copying this rank's shards into
+      // memory that is already touched, nothing else. The async call's file of
+      // the last repetition is removed first, so that both copies follow the
+      // same frees, and each starts once the VM has handed the memory freed
+      // before it to its host (bench_conditions.hpp's settle_page_reporting).
+      fresh(args.dir + "/async.h5");
+      reporting_settled.push_back(h5dcp_bench::settle_page_reporting());
+      // Touched again, untimed, right before the copy: on a virtual machine
+      // the host may take memory that has been left alone for a while (in a
+      // trial here a copy into memory idle for 50 s took several times as long
+      // as one into memory idle for 15 s, all of it user time, no fault in the
+      // guest), and the target waits a repetition between copies. The floor
+      // is the copy alone.
+      const auto copy_shards_into = [&](at::Tensor& target) {
+        std::int64_t offset = 0;
+        for (const auto& [name, value] : saved) {
+          const auto& shard = std::get<h5dcp::ShardedTensor>(value).local_shards()[0].tensor;
+          target.narrow(0, offset, shard.numel()).copy_(shard.reshape({-1}));
+          offset += shard.numel();
+        }
+      };
+      copy_target.zero_();
+      watched("staging_copy", [&] { copy_shards_into(copy_target); });
+      // What the host's taking back of idle memory costs the same copy: the
+      // async call's copy goes into memory left alone about as long.
+      t["staging_copy_idle"].push_back(timed([&] { copy_shards_into(idle_target); }));
+      double blocking = 0;
+      h5dcp_bench::Conditions blocking_conditions;  // the call alone: rank 0's counters
+      reporting_settled.push_back(h5dcp_bench::settle_page_reporting());
+      mark("async save (background)", rep);
+      watched("async_total", [&] {
+        blocking_watch.start();
+        const double t0 = now();
+        auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
+        blocking = now() - t0;
+        blocking_conditions = blocking_watch.stop(/*collective=*/false);
+        future.get();
+      });
+      MPI_Allreduce(MPI_IN_PLACE, &blocking, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      t["async_blocking"].push_back(blocking);
+      conditions["async_blocking"].push_back(h5dcp_bench::conditions_json(blocking, blocking_conditions));
+      // The blocking time's copy, as the engine timed it: what the call adds
+      // beyond the copy, and whether the copy itself ran slower than the bare one.
+      double engine_copy = h5dcp::last_async_save_stats().staging_seconds;
+      MPI_Allreduce(MPI_IN_PLACE, &engine_copy, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      t["async_engine_copy"].push_back(engine_copy);
+      // Staging in the background, then a training step: compute (longer
+      // than the copy), then the wait on `staged` before the optimizer step.
+      const double compute = 2 * t["staging_copy"].back();
+      double waits[2] = {0, 0};  // the call, the wait on `staged`
+      fresh(args.dir + "/staged.h5");
+      mark("staged in the background", rep);
+      t["staged_total"].push_back(timed([&] {
+        const double t0 = now();
+        auto handles = h5dcp::async_stage_and_save(saved, args.dir + "/staged.h5", async_options);
+        waits[0] = now() - t0;
+        std::this_thread::sleep_for(std::chrono::duration<double>(compute));
+        const double t1 = now();
+        handles.staged.wait();
+        waits[1] = now() - t1;
+        handles.saved.get();
+      }));
+      MPI_Allreduce(MPI_IN_PLACE, waits, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      t["staged_blocking"].push_back(waits[0]);
+      t["staged_wait"].push_back(waits[1]);
+      t["staged_training_waited"].push_back(waits[0] + waits[1]);
+      t["staged_compute"].push_back(compute);
+      // The same copy as the async call's, on the staging thread while the
+      // caller computes, into staging memory the async call wrote seconds
+      // before (the call's staging memory has waited a repetition; see the
+      // bare copy's comment): another sample of the engine's copy beside the
+      // floor.
+      double staged_copy = h5dcp::last_async_save_stats().staging_seconds;
+      MPI_Allreduce(MPI_IN_PLACE, &staged_copy, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      t["staged_engine_copy"].push_back(staged_copy);
+    }
     fresh(args.dir + "/small.h5");
     mark("small tensors", rep);
     watched("small", [&] { h5dcp::save(small, args.dir + "/small.h5"); });
@@ -747,7 +756,7 @@ int main(int argc, char** argv) {
                         ", \"bytes\": " + std::to_string(h5dcp_bench::transformer_bytes(args.transformer)) + "}"
                   : std::string("null"))
           << ",\n  \"reps\": " << args.reps << ",\n  \"warmup_reps\": " << args.warmup
-          << ",\n  \"correct\": " << (correct ? "true" : "false")
+          << ",\n  \"async_samples\": " << args.async_samples << ",\n  \"correct\": " << (correct ? "true" : "false")
           << ",\n  \"async_correct\": " << (measure_memory ? (async_correct ? "true" : "false") : "null")
           << ",\n  \"sync_save_added_bytes\": " << sync_added << ",\n  \"async_save_added_bytes\": " << async_added
           << ",\n  \"load_added_bytes\": " << load_added << ",\n  \"reshard_added_bytes\": " << reshard_added

@@ -26,7 +26,8 @@
 # and, as root in a virtual machine with free page reporting, both sides' case
 # once more with that reporting paused (scripts/page_reporting.sh; restored
 # right after, and on exit));
-# SAVE_AB_ROUNDS (5): the same for the 1 GiB save (the save-vs-DCP targets).
+# SAVE_AB_ROUNDS (5): the same for the 1 GiB save (the save-vs-DCP targets);
+# ASYNC_SAMPLES (3): h5dcp-bench's bare copies and async cases, per repetition.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GIB=${GIB:-1}
@@ -37,6 +38,7 @@ DCP_THREADS=${DCP_THREADS:-auto}
 AB_ROUNDS=${AB_ROUNDS:-3}
 SAVE_AB_ROUNDS=${SAVE_AB_ROUNDS:-5}
 AB_REPS=${AB_REPS:-2}
+ASYNC_SAMPLES=${ASYNC_SAMPLES:-3}
 cold=()
 [ "${COLD:-1}" = 0 ] && cold=(--no-cold)
 
@@ -60,7 +62,7 @@ findmnt -no SOURCE,FSTYPE,OPTIONS -T "$DIR" > "$out/disk.txt" 2>/dev/null || tru
 status=0
 echo "== h5dcp-bench (ROMIO), $RANKS ranks, $GIB GiB, $REPS reps"
 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" \
-  --json "$out/h5dcp.json" "${cold[@]}" | tee "$out/h5dcp.txt" || status=1
+  --async-samples "$ASYNC_SAMPLES" --json "$out/h5dcp.json" "${cold[@]}" | tee "$out/h5dcp.txt" || status=1
 echo "== knobs: early write-back off; ROMIO data sieving and collective buffering off (hints file)"
 H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/apps/h5dcp-bench" \
   --gib "$GIB" --reps "$REPS" --dir "$DIR" --save-only --json "$out/no-writeback.json" | grep "h5dcp save"

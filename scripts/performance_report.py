@@ -781,7 +781,10 @@ lines = [
     "`torch.distributed.checkpoint` with DTensors, run for comparison, not h5dcp), and torch.save",
     f"from one process. {h['ranks']} ranks; {gb:.3f} GB of float32 in {shape}, row-sharded over",
     "the ranks, the same data on every side. Every timed save includes fsync. Medians of "
-    + ", ".join(x for x in (f"{h['reps']} repetitions (h5dcp-bench)",
+    + ", ".join(x for x in (f"{h['reps']} repetitions (h5dcp-bench"
+                            + (f"; its bare copies and async cases {h['async_samples']} times in each,"
+                               f" medians of {h['reps'] * h['async_samples']}" if h.get("async_samples", 1) > 1
+                               else "") + ")",
                             f"{peer['reps']} ({PEER})" if peer else None,
                             f"{ts['reps']} (torch.save)" if ts else None) if x) + ".",
     f"Machine: {platform.node()}, {cpu} cores, {time.strftime('%Y-%m-%d')}"

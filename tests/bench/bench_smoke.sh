@@ -19,7 +19,7 @@ tiny_transformer=(--transformer-layers 2 --transformer-hidden 64 --transformer-v
 # The waits for the VM's free page reporting to settle (before the bare copy and the async
 # calls), short here: bench.sh keeps the default.
 export H5DCP_BENCH_SETTLE_LIMIT=0.5
-"$mpiexec" -x H5DCP_BENCH_SETTLE_LIMIT -n 2 "$bench" --gib 0.02 --reps 1 --warmup 0 --small-count 40 --no-cold "${tiny_transformer[@]}" --dir "$work/h5dcp" \
+"$mpiexec" -x H5DCP_BENCH_SETTLE_LIMIT -n 2 "$bench" --gib 0.02 --reps 1 --warmup 0 --async-samples 2 --small-count 40 --no-cold "${tiny_transformer[@]}" --dir "$work/h5dcp" \
   --json "$work/out/h5dcp.json" > "$work/out/h5dcp.txt" || fail "h5dcp-bench failed: $(cat "$work/out/h5dcp.txt")"
 grep -q "every load checked: equal" "$work/out/h5dcp.txt" || fail "h5dcp-bench: loads not equal"
 grep -q "async checkpoints read back: equal" "$work/out/h5dcp.txt" || fail "h5dcp-bench: async checkpoints not equal"
@@ -128,7 +128,7 @@ grep -F "| transformer with AdamW state: save" "$report" |
   grep -Eq "× \((the VM's free page reporting paused on both sides: [0-9]+\.[0-9]{2} ×; )?early write-back off: [0-9]+\.[0-9]{2} ×; the same bytes by POSIX calls: one shared file at [0-9]+\.[0-9]{2} × the speed of a file per rank; the same bytes as a direct-I/O writer would write them: [0-9]+\.[0-9]{2} ×\)" ||
   fail "the transformer save target does not show the knob: $(grep -F "| transformer with AdamW state: save" "$report")"
 # Both benches waited for free page reporting to settle before each timed bare copy and async
-# call (h5dcp-bench: the copy and its call, 1 repetition; the peer: its call), within the limit,
+# call (h5dcp-bench: the copy and its call, 1 repetition of 2 samples; the peer: its call), within the limit,
 # and the report says so where the kernel counts what it reports.
 "$py" - "$work/out" <<'PY' || fail "the benches do not record their waits for free page reporting"
 import json, os, sys
@@ -138,15 +138,17 @@ assert h["reporting_settle_bounds"] == [0.5, 0.5] and p["reporting_settle_bounds
     (h["reporting_settle_bounds"], p["reporting_settle_bounds"])
 assert h["reporting_settle_allowance_mib"] == p["reporting_settle_allowance_mib"] == 32, \
     (h["reporting_settle_allowance_mib"], p["reporting_settle_allowance_mib"])
-assert len(h["reporting_settled_seconds"]) == 2 and len(p["reporting_settled_seconds"]) == 1
+assert len(h["reporting_settled_seconds"]) == 2 * h["async_samples"] and len(p["reporting_settled_seconds"]) == 1
 counted = os.path.exists("/sys/module/page_reporting/parameters/reported_kib")
 for w in h["reporting_settled_seconds"] + p["reporting_settled_seconds"]:
     assert (0.5 <= w < 1.5) if counted else w == 0, w
 PY
 if [ -e /sys/module/page_reporting/parameters/reported_kib ]; then
-  grep -Eq "Before the bare copy and each async call \(the peer's too\) the benches wait, untimed, for the VM to stop handing the memory freed before them to its host \(free page reporting, below\): until its counter has grown by at most 32 MiB over the last 0.5 s \(once the bulk of a free is reported the kernel goes on handing back a [0-9,]+-page block now and then\), at most 0.5 s\..* In this run h5dcp-bench waited [0-9.]+-[0-9.]+ s before each, the peer [0-9.]+-[0-9.]+ s(; [0-2] of h5dcp-bench's 2 waits and [01] of the peer's 1 reached the limit, the reporting still going|; none reached the limit)\." "$report" ||
+  grep -Eq "Before the bare copy and each async call \(the peer's too\) the benches wait, untimed, for the VM to stop handing the memory freed before them to its host \(free page reporting, below\): until its counter has grown by at most 32 MiB over the last 0.5 s \(once the bulk of a free is reported the kernel goes on handing back a [0-9,]+-page block now and then\), at most 0.5 s\..* In this run h5dcp-bench waited [0-9.]+-[0-9.]+ s before each, the peer [0-9.]+-[0-9.]+ s(; [0-4] of h5dcp-bench's 4 waits and [01] of the peer's 1 reached the limit, the reporting still going|; none reached the limit)\." "$report" ||
     fail "the async paragraph does not give the waits for free page reporting"
 fi
+grep -q "Medians of 1 repetitions (h5dcp-bench; its bare copies and async cases 2 times in each, medians of 2)" "$report" ||
+  fail "the header does not say how many samples the async cases took"
 # Both sides' JSONs record the free page reporting knob as it was (-1 where the kernel has none),
 # paused in the rounds that paused it; the report shows those rounds and their ratio.
 "$py" - "$work/out" "$paused" <<'PY' || fail "the benches do not record the free page reporting knob as it was"
@@ -191,8 +193,13 @@ import json, sys
 out = sys.argv[1]
 h = json.load(open(f"{out}/h5dcp.json"))
 layouts = json.load(open(f"{out}/ab/layouts-h5dcp-1.json"))
-# The floor into idle memory: one sample beside every floor copy.
+# The floor into idle memory: one sample beside every floor copy; the async cases and
+# their floors --async-samples times per repetition.
 assert len(h["seconds"]["staging_copy_idle"]) == len(h["seconds"]["staging_copy"]) > 0, h["seconds"]
+assert h["async_samples"] == 2, h["async_samples"]
+for key in ("staging_copy", "staging_copy_idle", "async_blocking", "async_engine_copy", "staged_training_waited",
+            "staged_engine_copy"):
+    assert len(h["seconds"][key]) == h["reps"] * 2, (key, h["seconds"][key])
 for j, keys in ((h, ("save", "raw", "posix_write", "posix_checkpoint", "staging_copy", "async_blocking",
                      "transformer_save")),
                 (layouts, ("transformer_posix_shared", "transformer_posix_regions", "transformer_posix_per_rank"))):
