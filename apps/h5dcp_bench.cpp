@@ -305,10 +305,19 @@ int main(int argc, char** argv) {
 
   auto saved = sharded_state(rows, 0, true);
   auto copy_target = at::zeros({per_rank_bytes / 4}, at::kFloat);  // touched now, as async staging memory is
-  // The same floor into memory written only by the previous repetition's
-  // copy, as the staging memory is written only by the previous
-  // repetition's saves: never touched again in between.
+  // The same floor into memory written only by the previous sample's copy,
+  // as the staging memory is written only by the previous sample's saves:
+  // never touched again in between.
   auto idle_target = at::zeros({per_rank_bytes / 4}, at::kFloat);
+  // The floor's copy: this rank's shards, one after another, into `target`.
+  const auto copy_shards_into = [&](at::Tensor& target) {
+    std::int64_t offset = 0;
+    for (const auto& [name, value] : saved) {
+      const auto& shard = std::get<h5dcp::ShardedTensor>(value).local_shards()[0].tensor;
+      target.narrow(0, offset, shard.numel()).copy_(shard.reshape({-1}));
+      offset += shard.numel();
+    }
+  };
   h5dcp::AsyncSaveOptions async_options;
   async_options.staging_bytes = args.staging_mib > 0 ? args.staging_mib << 20 : per_rank_bytes;
   // Repeated saves of one sharding reuse their plan, as CheckpointManager's
@@ -515,7 +524,7 @@ int main(int argc, char** argv) {
     for (int sample = 0; sample < args.async_samples; ++sample) {
       // The floor under the blocking time: copying this rank's shards into
       // memory that is already touched, nothing else. The async call's file of
-      // the last repetition is removed first, so that both copies follow the
+      // the last sample is removed first, so that both copies follow the
       // same frees, and each starts once the VM has handed the memory freed
       // before it to its host (bench_conditions.hpp's settle_page_reporting).
       fresh(args.dir + "/async.h5");
@@ -524,16 +533,8 @@ int main(int argc, char** argv) {
       // the host may take memory that has been left alone for a while (in a
       // trial here a copy into memory idle for 50 s took several times as long
       // as one into memory idle for 15 s, all of it user time, no fault in the
-      // guest), and the target waits a repetition between copies. The floor
+      // guest), and the target waits a sample between copies. The floor
       // is the copy alone.
-      const auto copy_shards_into = [&](at::Tensor& target) {
-        std::int64_t offset = 0;
-        for (const auto& [name, value] : saved) {
-          const auto& shard = std::get<h5dcp::ShardedTensor>(value).local_shards()[0].tensor;
-          target.narrow(0, offset, shard.numel()).copy_(shard.reshape({-1}));
-          offset += shard.numel();
-        }
-      };
       copy_target.zero_();
       watched("staging_copy", [&] { copy_shards_into(copy_target); });
       // What the host's taking back of idle memory costs the same copy: the
@@ -582,7 +583,7 @@ int main(int argc, char** argv) {
       t["staged_compute"].push_back(compute);
       // The same copy as the async call's, on the staging thread while the
       // caller computes, into staging memory the async call wrote seconds
-      // before (the call's staging memory has waited a repetition; see the
+      // before (the call's staging memory has waited a sample; see the
       // bare copy's comment): another sample of the engine's copy beside the
       // floor.
       double staged_copy = h5dcp::last_async_save_stats().staging_seconds;

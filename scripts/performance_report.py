@@ -275,7 +275,7 @@ rows += [
 ]
 if "staging_copy_idle" in s:
     rows += [
-        ("the same copy into memory left alone since the previous repetition's copy, as the staging memory is"
+        ("the same copy into memory left alone since the previous sample's copy, as the staging memory is"
          " between saves", s["staging_copy_idle"], h_rate("staging_copy_idle"), h_spread("staging_copy_idle"), ""),
     ]
 if "staged_total" in s:
@@ -586,7 +586,7 @@ for case, mine, label in (("small_save", "small", "save"), ("small_load", "small
 
 
 def engine_copy_split():
-    """The blocking time split, repetition by repetition, into the call's own copy (the engine's
+    """The blocking time split, sample by sample, into the call's own copy (the engine's
     timing) and the rest of the call (planning, the collective steps): medians of each."""
     blocked, copied = h.get("seconds", {}).get("async_blocking", []), h.get("seconds", {}).get("async_engine_copy", [])
     if not copied or len(copied) != len(blocked):
@@ -595,15 +595,15 @@ def engine_copy_split():
     staged = (f"; the same copy on the staging thread, into staging memory the async save had written"
               f" seconds before, {s['staged_engine_copy']:.3f} s, {s['staged_engine_copy'] / s['staging_copy']:.2f} ×"
               if "staged_engine_copy" in s else "")
-    idle = (f"; the bare copy into memory left alone since the previous repetition, as the staging memory is,"
+    idle = (f"; the bare copy into memory left alone since the previous sample, as the staging memory is,"
             f" {s['staging_copy_idle']:.3f} s, {s['staging_copy_idle'] / s['staging_copy']:.2f} ×"
             if "staging_copy_idle" in s else "")
     floors = h["seconds"].get("staging_copy", [])
     paired = ([c / f for c, f in zip(copied, floors)] if len(floors) == len(copied) and all(floors) else [])
-    by_rep = (f"; repetition by repetition the call's copy took {min(paired):.2f}-{max(paired):.2f} × the bare copy"
-              " of the same repetition" if paired else "")
+    by_sample = (f"; sample by sample the call's copy took {min(paired):.2f}-{max(paired):.2f} × the bare copy"
+                 " of the same sample" if paired else "")
     return (f" (the call's own copy {statistics.median(copied):.3f} s, {statistics.median(copied) / s['staging_copy']:.2f} ×"
-            f" the bare copy{by_rep}; the rest of the call {statistics.median(rest):.4f} s{idle}{staged})")
+            f" the bare copy{by_sample}; the rest of the call {statistics.median(rest):.4f} s{idle}{staged})")
 
 
 target_next(f"async blocking ≤ {ASYNC_VS_COPY:g} × the bare copy of the shards into touched memory",
@@ -614,7 +614,7 @@ target_next(f"staged in the background, with a step's compute longer than the co
             f"{100 * STAGED_WAITED:g} % of a sync save",
             lambda: f"{100 * s['staged_training_waited'] / s['save']:.2f} % (the call {s['staged_blocking']:.4f} s"
                     + (f" ({min(h['seconds']['staged_blocking']):.4f}-{max(h['seconds']['staged_blocking']):.4f} s"
-                       " over the repetitions)" if h.get("seconds", {}).get("staged_blocking") else "") + ","
+                       " over the samples)" if h.get("seconds", {}).get("staged_blocking") else "") + ","
                     f" the wait on `staged` {s['staged_wait']:.4f} s, after {s['staged_compute']:.3f} s of compute)",
             lambda: s["staged_training_waited"] <= STAGED_WAITED * s["save"], H, H_ASYNC,
             ("the staged case", True, s.get("staged_training_waited")))
@@ -1382,8 +1382,8 @@ prose = [
        f" pinned host memory, slow storage); here the disk writes at {s['staging_copy'] / s['save']:.2f} ×"
        f" the speed memory copies in this run, so the copy alone is {100 * s['staging_copy'] / s['save']:.0f} %"
        " of the save" if "staging_copy" in s and h_ok else "")
-    + (f". The staging memory is written only by the saves, a repetition apart: the same bare copy into"
-       f" memory left alone since the previous repetition's copy took {s['staging_copy_idle']:.3f} s,"
+    + (f". The staging memory is written only by the saves, a sample apart: the same bare copy into"
+       f" memory left alone since the previous sample's copy took {s['staging_copy_idle']:.3f} s,"
        f" {s['staging_copy_idle'] / s['staging_copy']:.2f} × the copy into memory touched right before it,"
        f" and the call's own copy {statistics.median(h['seconds']['async_engine_copy']) / s['staging_copy_idle']:.2f}"
        " × the copy into idle memory"

@@ -178,12 +178,12 @@ grep -q "also ran the case with early write-back off (\`H5DCP_WRITEBACK_MIB=0\`)
   "$report" || fail "the transformer paragraph does not compare the save with early write-back off"
 grep -F "| save ≥ 1.5 × PyTorch 2.13 DCP's save" "$report" | grep -q "(the alternated rounds; the main runs: " ||
   fail "the save-vs-DCP target does not take the alternated rounds: $(grep -F "| save ≥ 1.5 ×" "$report")"
-grep -q "^| the same copy into memory left alone since the previous repetition's copy, as the staging memory is between saves | [0-9.]* | [0-9.]* |" "$report" ||
+grep -q "^| the same copy into memory left alone since the previous sample's copy, as the staging memory is between saves | [0-9.]* | [0-9.]* |" "$report" ||
   fail "the results table has no row for the copy into idle memory"
 grep -F "| staged in the background, with a step's compute longer than the copy" "$report" |
-  grep -q "(the call [0-9.]* s ([0-9.]*-[0-9.]* s over the repetitions), the wait on \`staged\` [0-9.]* s, after [0-9.]* s of compute)" ||
+  grep -q "(the call [0-9.]* s ([0-9.]*-[0-9.]* s over the samples), the wait on \`staged\` [0-9.]* s, after [0-9.]* s of compute)" ||
   fail "the staged target does not give the call's range: $(grep -F "| staged in the background, with" "$report")"
-grep -F "| async blocking ≤ 1.1 ×" "$report" | grep -q "(the call's own copy [0-9.]* s, [0-9.]* × the bare copy; repetition by repetition the call's copy took [0-9.]*-[0-9.]* × the bare copy of the same repetition; the rest of the call [0-9.]* s; the bare copy into memory left alone since the previous repetition, as the staging memory is, [0-9.]* s, [0-9.]* ×; the same copy on the staging thread, into staging memory the async save had written seconds before, [0-9.]* s, [0-9.]* ×)" ||
+grep -F "| async blocking ≤ 1.1 ×" "$report" | grep -q "(the call's own copy [0-9.]* s, [0-9.]* × the bare copy; sample by sample the call's copy took [0-9.]*-[0-9.]* × the bare copy of the same sample; the rest of the call [0-9.]* s; the bare copy into memory left alone since the previous sample, as the staging memory is, [0-9.]* s, [0-9.]* ×; the same copy on the staging thread, into staging memory the async save had written seconds before, [0-9.]* s, [0-9.]* ×)" ||
   fail "the async blocking target does not split the call: $(grep -F "| async blocking ≤ 1.1 ×" "$report")"
 # What the machine did: each side records every watched repetition's conditions
 # beside its seconds (the same figure), and the report shows the alternated saves'

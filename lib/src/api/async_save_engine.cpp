@@ -203,11 +203,10 @@ struct AsyncSaveEngine::Impl {
     }
   }
 
-  // Every block is staged whole: written like save() writes, once the caller
-  // is done (so its copy, the time it is blocked, does not compete with the
-  // write for cores and memory bandwidth).
+  // Every block is staged whole: written like save() writes, once the copy
+  // is done (write_job waits for it before the file is created, so that the
+  // copy does not compete with the save for cores and memory bandwidth).
   std::vector<ChunkChecksums> write_whole(Job& j, ContainerWriter& writer) {
-    wait_staging_done();
     std::map<std::pair<std::size_t, std::size_t>, std::size_t> block_of;
     for (std::size_t b = 0; b < j.blocks.size(); ++b) block_of[{j.blocks[b].tensor, j.blocks[b].chunk}] = b;
     std::vector<std::int64_t> offset_of(j.blocks.size(), -1);
