@@ -215,10 +215,10 @@ inline constexpr double kReportingSettleAllowanceMib = 32;
 /// (free page reporting): rank 0 polls its counter until it has grown by at
 /// most kReportingSettleAllowanceMib over the last `quiet` seconds, or `limit`
 /// seconds have passed; every rank waits for it. The kernel reports a freed
-/// block two seconds after the free, and the copies that run while it does
-/// were measured slower (the async call's copy by up to half, the bare copy
-/// by more), so the bench settles it before the cases that compare memory
-/// copies, as fresh() settles the disk. Returns the seconds waited (0 where
+/// block two seconds after the free, and copies that ran while it did were
+/// measured slower in trials, on either side of the comparison, so the bench
+/// settles it before the cases that compare memory copies, as fresh()
+/// settles the disk. Returns the seconds waited (0 where
 /// the kernel has no such counter). Collective (MPI_COMM_WORLD). The JSONs
 /// record the bounds and the allowance (the report quotes them from there).
 inline double settle_page_reporting() {

@@ -348,6 +348,10 @@ int main(int argc, char** argv) {
   // Seconds waited for the VM's free page reporting to settle, before each
   // bare copy and async call of the timed repetitions.
   std::vector<double> reporting_settled;
+  // Which of each sample's two copies ran first: the async call (true) or
+  // the bare copy; they take turns (counted samples only, in order).
+  std::vector<bool> async_call_first;
+  int async_order = 0;
   h5dcp_bench::ConditionsWatch watch(args.dir);
   h5dcp_bench::ConditionsWatch blocking_watch(args.dir);  // the async call alone, inside its watched case
   const auto watched = [&](const std::string& key, auto&& fn) {
@@ -436,6 +440,7 @@ int main(int argc, char** argv) {
       t.clear();
       conditions.clear();
       reporting_settled.clear();
+      async_call_first.clear();
     }
     if (args.transformer_only) {
       if (args.layouts_only)
@@ -521,37 +526,62 @@ int main(int argc, char** argv) {
     // repetition: each sample is a short event (tens of milliseconds) that a
     // busy host can stretch several-fold, and more samples keep the median
     // from following a few such moments.
+    // What a training step leaves behind before a checkpoint: its parameters
+    // and optimizer state just written (here times 1: the same bits).
+    const auto write_shards_in_place = [&] {
+      for (auto& entry : saved)
+        static_cast<void>(std::get<h5dcp::ShardedTensor>(entry.second).local_shards()[0].tensor.mul_(1));
+    };
     for (int sample = 0; sample < args.async_samples; ++sample) {
       // The floor under the blocking time: copying this rank's shards into
       // memory that is already touched, nothing else. The async call's file of
       // the last sample is removed first, so that both copies follow the
-      // same frees, and each starts once the VM has handed the memory freed
-      // before it to its host (bench_conditions.hpp's settle_page_reporting).
+      // same frees, and both start once the VM has handed the memory freed
+      // before them to its host (bench_conditions.hpp's settle_page_reporting):
+      // one wait, then the two back to back, in turn first (whichever goes
+      // first finds the source and the caches as the wait left them; taking
+      // turns keeps that from landing on one side only).
       fresh(args.dir + "/async.h5");
       reporting_settled.push_back(h5dcp_bench::settle_page_reporting());
-      // Touched again, untimed, right before the copy: on a virtual machine
-      // the host may take memory that has been left alone for a while (in a
-      // trial here a copy into memory idle for 50 s took several times as long
-      // as one into memory idle for 15 s, all of it user time, no fault in the
-      // guest), and the target waits a sample between copies. The floor
-      // is the copy alone.
+      // Touched again, untimed, before the copy: on a virtual machine the host
+      // may take memory that has been left alone for a while (in a trial here
+      // a copy into memory idle for 50 s took several times as long as one
+      // into memory idle for 15 s, all of it user time, no fault in the guest),
+      // and the target waits a sample between copies. The floor is the copy alone.
       copy_target.zero_();
-      watched("staging_copy", [&] { copy_shards_into(copy_target); });
+      // And the shards written in place, untimed, as a training step writes
+      // its parameters and optimizer state right before a checkpoint. Left
+      // alone since the previous sample instead, the first copy to read them
+      // ran about twice as long in a trial here whenever its target had been
+      // left alone too, as the async call's staging memory is (measured below,
+      // after the samples).
+      write_shards_in_place();
+      const bool call_first = (async_order++ % 2) == 1;
+      const auto floor_copy = [&] { watched("staging_copy", [&] { copy_shards_into(copy_target); }); };
+      double blocking = 0;
+      h5dcp_bench::Conditions blocking_conditions;  // the call alone: rank 0's counters
+      const auto async_call = [&] {
+        mark("async save (background)", rep);
+        watched("async_total", [&] {
+          blocking_watch.start();
+          const double t0 = now();
+          auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
+          blocking = now() - t0;
+          blocking_conditions = blocking_watch.stop(/*collective=*/false);
+          future.get();
+        });
+      };
+      if (call_first) {
+        async_call();
+        floor_copy();
+      } else {
+        floor_copy();
+        async_call();
+      }
+      if (rep >= 0) async_call_first.push_back(call_first);
       // What the host's taking back of idle memory costs the same copy: the
       // async call's copy goes into memory left alone about as long.
       t["staging_copy_idle"].push_back(timed([&] { copy_shards_into(idle_target); }));
-      double blocking = 0;
-      h5dcp_bench::Conditions blocking_conditions;  // the call alone: rank 0's counters
-      reporting_settled.push_back(h5dcp_bench::settle_page_reporting());
-      mark("async save (background)", rep);
-      watched("async_total", [&] {
-        blocking_watch.start();
-        const double t0 = now();
-        auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
-        blocking = now() - t0;
-        blocking_conditions = blocking_watch.stop(/*collective=*/false);
-        future.get();
-      });
       MPI_Allreduce(MPI_IN_PLACE, &blocking, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       t["async_blocking"].push_back(blocking);
       conditions["async_blocking"].push_back(h5dcp_bench::conditions_json(blocking, blocking_conditions));
@@ -589,6 +619,23 @@ int main(int argc, char** argv) {
       double staged_copy = h5dcp::last_async_save_stats().staging_seconds;
       MPI_Allreduce(MPI_IN_PLACE, &staged_copy, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       t["staged_engine_copy"].push_back(staged_copy);
+    }
+    // Once more per repetition, the async call alone with the shards left
+    // alone since the previous sample (not written right before, as above),
+    // first after the wait and the bare copy's touch: what writing them first
+    // changes, measured in the same run rather than quoted from a trial.
+    {
+      fresh(args.dir + "/async.h5");
+      reporting_settled.push_back(h5dcp_bench::settle_page_reporting());
+      copy_target.zero_();
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now();
+      auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
+      const double blocking = now() - t0;
+      future.get();
+      t["async_blocking_shards_idle"].push_back(h5dcp_bench::slowest(blocking));
+      t["async_engine_copy_shards_idle"].push_back(
+          h5dcp_bench::slowest(h5dcp::last_async_save_stats().staging_seconds));
     }
     fresh(args.dir + "/small.h5");
     mark("small tensors", rep);
@@ -748,6 +795,9 @@ int main(int argc, char** argv) {
           << ",\n  \"reporting_settle_allowance_mib\": " << h5dcp_bench::kReportingSettleAllowanceMib
           << ",\n  \"reporting_settled_seconds\": [";
       for (std::size_t k = 0; k < reporting_settled.size(); ++k) out << (k ? ", " : "") << reporting_settled[k];
+      out << "],\n  \"async_call_first\": [";
+      for (std::size_t k = 0; k < async_call_first.size(); ++k)
+        out << (k ? ", " : "") << (async_call_first[k] ? "true" : "false");
       out << "]"
           << ",\n  \"small_count\": " << args.small_count << ",\n  \"small_kib\": " << args.small_kib
           << ",\n  \"transformer\": "

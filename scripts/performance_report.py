@@ -602,8 +602,26 @@ def engine_copy_split():
     paired = ([c / f for c, f in zip(copied, floors)] if len(floors) == len(copied) and all(floors) else [])
     by_sample = (f"; sample by sample the call's copy took {min(paired):.2f}-{max(paired):.2f} × the bare copy"
                  " of the same sample" if paired else "")
+    # The two take turns going first, right after the sample's one settle wait: the medians of
+    # each turn show what going first costs either side.
+    first = h.get("async_call_first") or []
+    if paired and len(first) == len(paired) and len(set(first)) == 2:
+        turns = [(statistics.median([b for b, f in zip(blocked, first) if f == call_first]),
+                  statistics.median([x for x, f in zip(floors, first) if f == call_first]))
+                 for call_first in (True, False)]
+        by_sample += ("; the two take turns going first, right after the sample's wait: with the call first"
+                      f" it blocked {turns[0][0]:.3f} s against the bare copy's {turns[0][1]:.3f} s"
+                      f" ({turns[0][0] / turns[0][1]:.2f} ×), with the bare copy first {turns[1][0]:.3f} s"
+                      f" against {turns[1][1]:.3f} s ({turns[1][0] / turns[1][1]:.2f} ×)")
+    # Once per repetition the call ran with the shards left alone since the previous sample
+    # rather than written just before it, as a training step leaves them.
+    shards_idle = (f"; with the shards left alone since the previous sample instead of written just before"
+                   f" (once per repetition, the call first) it blocked {s['async_blocking_shards_idle']:.3f} s,"
+                   f" {s['async_blocking_shards_idle'] / s['staging_copy']:.2f} ×"
+                   if "async_blocking_shards_idle" in s else "")
     return (f" (the call's own copy {statistics.median(copied):.3f} s, {statistics.median(copied) / s['staging_copy']:.2f} ×"
-            f" the bare copy{by_sample}; the rest of the call {statistics.median(rest):.4f} s{idle}{staged})")
+            f" the bare copy{by_sample}; the rest of the call {statistics.median(rest):.4f} s{idle}{staged}"
+            f"{shards_idle})")
 
 
 target_next(f"async blocking ≤ {ASYNC_VS_COPY:g} × the bare copy of the shards into touched memory",
@@ -654,7 +672,7 @@ def settle_text():
     order = h.get("page_reporting_order", -1)
     block = f" {2 ** order:,}-page" if order >= 0 else ""
 
-    return (" Before the bare copy and each async call (the peer's too) the benches wait, untimed, for the"
+    return (" Before each sample's bare copy and async call (the peer's too) the benches wait, untimed, for the"
             " VM to stop handing the memory freed before them to its host (free page reporting, below):"
             f" until its counter has grown by at most {allowance:g} MiB over the last {bounds[0]:g} s"
             f" (once the bulk of a free is reported the kernel goes on handing back a{block} block now and"
@@ -1374,8 +1392,9 @@ prose = [
     "  this machine's two cores the copy lost its core to it for part of the time. The save then",
     "  becomes durable that much later, while the caller computes. The row \"memory copy of the shards\" is that copy alone",
     "  (at::Tensor::copy_ into touched memory, one thread per rank; the target touched again, untimed,"
-    " right before each copy: on this virtual machine the host may take memory left alone for a while,"
-    " and the next write of each page then costs a fault on the host, seen in the guest as user time"
+    " after each sample's wait, before the copy and the call, and the shards written in place, as a"
+    " training step leaves them right before a checkpoint: on this virtual machine the host may take memory left alone for a while,"
+    " and the next touch of each page then costs a fault on the host, seen in the guest as user time"
     " of the copy)"
     + (f": the blocking time is {s['async_blocking'] / s['staging_copy']:.2f} × that copy's. The"
        f" {100 * ASYNC_BLOCKING:g} % target assumes a save that is slow next to a memory copy (GPU to"
@@ -1384,7 +1403,7 @@ prose = [
        " of the save" if "staging_copy" in s and h_ok else "")
     + (f". The staging memory is written only by the saves, a sample apart: the same bare copy into"
        f" memory left alone since the previous sample's copy took {s['staging_copy_idle']:.3f} s,"
-       f" {s['staging_copy_idle'] / s['staging_copy']:.2f} × the copy into memory touched right before it,"
+       f" {s['staging_copy_idle'] / s['staging_copy']:.2f} × the copy into memory touched just before it,"
        f" and the call's own copy {statistics.median(h['seconds']['async_engine_copy']) / s['staging_copy_idle']:.2f}"
        " × the copy into idle memory"
        if "staging_copy_idle" in s and h.get("seconds", {}).get("async_engine_copy") else "")
