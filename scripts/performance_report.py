@@ -658,6 +658,42 @@ plan_load = [(name, index_s + plan_s) for name, index_s, _, plan_s in plan_load_
 slowest_load = max(plan_load, key=lambda x: x[1]) if plan_load else None
 
 
+def damon_text():
+    """What the kernel's own DAMON pageout schemes freed during the run (bench.sh records
+    scripts/damon_state.py before and after it): memory handed to the host besides the benches'."""
+    before, after = load_json("damon-before.json"), load_json("damon-after.json")
+    if not before or not after:
+        return ""
+
+    def schemes(j):
+        return [sc for kd in j.get("kdamonds", []) if kd.get("state") == "on"
+                for ctx in kd.get("contexts", []) for sc in ctx.get("schemes", []) if sc.get("action") == "pageout"]
+
+    pairs = list(zip(schemes(before), schemes(after)))
+    if not pairs or any(a.get("applied_bytes") is None or b.get("applied_bytes") is None for a, b in pairs):
+        return ""
+    paged_out = sum(b["applied_bytes"] - a["applied_bytes"] for a, b in pairs)
+    first = pairs[0][1]
+
+    def kinds(allow):
+        return [f["type"] for f in first.get("filters", []) if f.get("matching") and f.get("allow") == allow]
+
+    included, excluded = kinds(True), kinds(False)
+    which = ", ".join(x for x in (f"{'/'.join(included)} memory in" if included else "",
+                                  f"{'/'.join(excluded)} memory out" if excluded else "") if x)
+    idle = f" not accessed for {first['min_idle_seconds']:g} s" if first.get("min_idle_seconds") else ""
+    quota = (f", at most {first['quota_bytes'] / 2 ** 20:g} MiB every {first['quota_reset_ms'] / 1000:g} s"
+             if first.get("quota_bytes") and first.get("quota_reset_ms") else "")
+    return (f" Besides what the benches free, this VM's kernel pages memory out on its own: DAMON (kdamond) runs"
+            + (" a `pageout` scheme" if len(pairs) == 1 else f" {len(pairs)} `pageout` schemes")
+            + f" on memory{idle}" + (f" (its filters: {which})" if which else "") + quota
+            + f"; during this run {'it' if len(pairs) == 1 else 'they'} paged out {paged_out / 1e9:.1f} GB"
+            " (the kernel's own counters, before and after the run), and the kernel hands what "
+            + ("it frees" if len(pairs) == 1 else "they free")
+            + " to the host like any other free memory"
+            " (`scripts/damon_state.py` prints the schemes).")
+
+
 def settle_text():
     """How long the benches waited for the VM's free page reporting before the copies they compare."""
     waits = h.get("reporting_settled_seconds") or []
@@ -683,7 +719,8 @@ def settle_text():
             + (f"; {at_limit(waits)} of h5dcp-bench's {len(waits)} waits"
                + (f" and {at_limit(peer_waits)} of the peer's {len(peer_waits)}" if peer_waits else "")
                + " reached the limit, the reporting still going."
-               if at_limit(waits) + at_limit(peer_waits) else "; none reached the limit."))
+               if at_limit(waits) + at_limit(peer_waits) else "; none reached the limit.")
+            + damon_text())
 
 
 def plan_lookups_text():
