@@ -318,6 +318,12 @@ int main(int argc, char** argv) {
       offset += shard.numel();
     }
   };
+  // What a training step leaves behind before a checkpoint: its parameters
+  // and optimizer state just written (here times 1: the same bits).
+  const auto write_shards_in_place = [&] {
+    for (auto& entry : saved)
+      static_cast<void>(std::get<h5dcp::ShardedTensor>(entry.second).local_shards()[0].tensor.mul_(1));
+  };
   h5dcp::AsyncSaveOptions async_options;
   async_options.staging_bytes = args.staging_mib > 0 ? args.staging_mib << 20 : per_rank_bytes;
   // Repeated saves of one sharding reuse their plan, as CheckpointManager's
@@ -351,7 +357,6 @@ int main(int argc, char** argv) {
   // Which of each sample's two copies ran first: the async call (true) or
   // the bare copy; they take turns (counted samples only, in order).
   std::vector<bool> async_call_first;
-  int async_order = 0;
   h5dcp_bench::ConditionsWatch watch(args.dir);
   h5dcp_bench::ConditionsWatch blocking_watch(args.dir);  // the async call alone, inside its watched case
   const auto watched = [&](const std::string& key, auto&& fn) {
@@ -526,12 +531,6 @@ int main(int argc, char** argv) {
     // repetition: each sample is a short event (tens of milliseconds) that a
     // busy host can stretch several-fold, and more samples keep the median
     // from following a few such moments.
-    // What a training step leaves behind before a checkpoint: its parameters
-    // and optimizer state just written (here times 1: the same bits).
-    const auto write_shards_in_place = [&] {
-      for (auto& entry : saved)
-        static_cast<void>(std::get<h5dcp::ShardedTensor>(entry.second).local_shards()[0].tensor.mul_(1));
-    };
     for (int sample = 0; sample < args.async_samples; ++sample) {
       // The floor under the blocking time: copying this rank's shards into
       // memory that is already touched, nothing else. The async call's file of
@@ -556,7 +555,9 @@ int main(int argc, char** argv) {
       // left alone too, as the async call's staging memory is (measured below,
       // after the samples).
       write_shards_in_place();
-      const bool call_first = (async_order++ % 2) == 1;
+      // Every other sample of the whole run, warm-up included, so that an odd
+      // --async-samples does not give each repetition the same first turn.
+      const bool call_first = ((rep + args.warmup) * args.async_samples + sample) % 2 == 1;
       const auto floor_copy = [&] { watched("staging_copy", [&] { copy_shards_into(copy_target); }); };
       double blocking = 0;
       h5dcp_bench::Conditions blocking_conditions;  // the call alone: rank 0's counters
@@ -582,14 +583,12 @@ int main(int argc, char** argv) {
       // What the host's taking back of idle memory costs the same copy: the
       // async call's copy goes into memory left alone about as long.
       t["staging_copy_idle"].push_back(timed([&] { copy_shards_into(idle_target); }));
-      MPI_Allreduce(MPI_IN_PLACE, &blocking, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      blocking = h5dcp_bench::slowest(blocking);
       t["async_blocking"].push_back(blocking);
       conditions["async_blocking"].push_back(h5dcp_bench::conditions_json(blocking, blocking_conditions));
       // The blocking time's copy, as the engine timed it: what the call adds
       // beyond the copy, and whether the copy itself ran slower than the bare one.
-      double engine_copy = h5dcp::last_async_save_stats().staging_seconds;
-      MPI_Allreduce(MPI_IN_PLACE, &engine_copy, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      t["async_engine_copy"].push_back(engine_copy);
+      t["async_engine_copy"].push_back(h5dcp_bench::slowest(h5dcp::last_async_save_stats().staging_seconds));
       // Staging in the background, then a training step: compute (longer
       // than the copy), then the wait on `staged` before the optimizer step.
       const double compute = 2 * t["staging_copy"].back();
@@ -606,7 +605,7 @@ int main(int argc, char** argv) {
         waits[1] = now() - t1;
         handles.saved.get();
       }));
-      MPI_Allreduce(MPI_IN_PLACE, waits, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      for (double& wait : waits) wait = h5dcp_bench::slowest(wait);
       t["staged_blocking"].push_back(waits[0]);
       t["staged_wait"].push_back(waits[1]);
       t["staged_training_waited"].push_back(waits[0] + waits[1]);
@@ -616,9 +615,7 @@ int main(int argc, char** argv) {
       // before (the call's staging memory has waited a sample; see the
       // bare copy's comment): another sample of the engine's copy beside the
       // floor.
-      double staged_copy = h5dcp::last_async_save_stats().staging_seconds;
-      MPI_Allreduce(MPI_IN_PLACE, &staged_copy, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      t["staged_engine_copy"].push_back(staged_copy);
+      t["staged_engine_copy"].push_back(h5dcp_bench::slowest(h5dcp::last_async_save_stats().staging_seconds));
     }
     // Once more per repetition, the async call alone with the shards left
     // alone since the previous sample (not written right before, as above),
@@ -629,11 +626,15 @@ int main(int argc, char** argv) {
       reporting_settled.push_back(h5dcp_bench::settle_page_reporting());
       copy_target.zero_();
       MPI_Barrier(MPI_COMM_WORLD);
+      blocking_watch.start();
       const double t0 = now();
       auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
-      const double blocking = now() - t0;
+      const double own_blocking = now() - t0;
+      const auto blocking_conditions = blocking_watch.stop(/*collective=*/false);
       future.get();
-      t["async_blocking_shards_idle"].push_back(h5dcp_bench::slowest(blocking));
+      const double blocking = h5dcp_bench::slowest(own_blocking);
+      t["async_blocking_shards_idle"].push_back(blocking);
+      conditions["async_blocking_shards_idle"].push_back(h5dcp_bench::conditions_json(blocking, blocking_conditions));
       t["async_engine_copy_shards_idle"].push_back(
           h5dcp_bench::slowest(h5dcp::last_async_save_stats().staging_seconds));
     }

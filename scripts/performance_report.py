@@ -673,6 +673,9 @@ def damon_text():
     if not pairs or any(a.get("applied_bytes") is None or b.get("applied_bytes") is None for a, b in pairs):
         return ""
     paged_out = sum(b["applied_bytes"] - a["applied_bytes"] for a, b in pairs)
+
+    def amount(n):
+        return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
     first = pairs[0][1]
 
     def kinds(allow):
@@ -687,7 +690,7 @@ def damon_text():
     return (f" Besides what the benches free, this VM's kernel pages memory out on its own: DAMON (kdamond) runs"
             + (" a `pageout` scheme" if len(pairs) == 1 else f" {len(pairs)} `pageout` schemes")
             + f" on memory{idle}" + (f" (its filters: {which})" if which else "") + quota
-            + f"; during this run {'it' if len(pairs) == 1 else 'they'} paged out {paged_out / 1e9:.1f} GB"
+            + f"; during this run {'it' if len(pairs) == 1 else 'they'} paged out {amount(paged_out)}"
             " (the kernel's own counters, before and after the run), and the kernel hands what "
             + ("it frees" if len(pairs) == 1 else "they free")
             + " to the host like any other free memory"
@@ -938,6 +941,8 @@ watched_cases = [
     ("the same with XXH3 and the atomic publish", conditions_of([h], "posix_checkpoint")),
     ("O_DIRECT write", conditions_of([h], "direct_write")),
     ("h5dcp async save, the call (rank 0's counters)", conditions_of([h], "async_blocking")),
+    ("h5dcp async save, the call with the shards left alone (rank 0's counters)",
+     conditions_of([h], "async_blocking_shards_idle")),
     ("memory copy of the shards (the floor under it)", conditions_of([h], "staging_copy")),
     ("h5dcp load, cold", conditions_of([h], "load_cold")),
     ("POSIX read, cold", conditions_of([h], "posix_read_cold")),
