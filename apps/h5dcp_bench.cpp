@@ -513,6 +513,13 @@ int main(int argc, char** argv) {
       drop_caches(true);
       watched("posix_read_cold", [&] { h5dcp_bench::posix_read(posix_path, ranges); });
     }
+    // And past the page cache (cold whether or not it was dropped): whether
+    // the page cache's copy is what bounds a cold read.
+    drop_caches(cold);
+    watched("direct_read", [&] {
+      if (h5dcp_bench::direct_read(posix_path, ranges) != per_rank_bytes)
+        throw std::runtime_error("direct_read: not every byte read");
+    });
     fresh(posix_path);
     // The same write with what h5dcp's save adds besides HDF5 and MPI-IO: the
     // XXH3 checksum of every byte, and the atomic publish (a temporary name,
@@ -734,6 +741,7 @@ int main(int argc, char** argv) {
         row("h5dcp load", median(t["load"]), gb);
         row("h5dcp resharded load", median(t["reshard"]), gb);
         row("POSIX read (pread 16 MiB)", median(t["posix_read"]), gb);
+        row("O_DIRECT read (cold)", median(t["direct_read"]), gb);
         if (cold) {
           row("h5dcp load, cold", median(t["load_cold"]), gb);
           row("h5dcp resharded load, cold", median(t["reshard_cold"]), gb);

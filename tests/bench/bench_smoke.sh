@@ -91,7 +91,7 @@ else
 fi
 for row in "h5dcp save |" "POSIX pwrite + fsync" "POSIX pwrite + fsync, h5dcp's tricks, XXH3 of every byte, published" \
   "O_DIRECT write + fsync" "h5dcp load (same sharding) |" \
-  "POSIX read (pread" "h5dcp async save staged in the background, until durable" \
+  "POSIX read (pread" "O_DIRECT read (dd iflag=direct bs=16M" "h5dcp async save staged in the background, until durable" \
   "h5dcp async save, caller blocked: its copy into staging memory" \
   "h5dcp load, 40 tensors of 16 KiB, on every rank |" "PyTorch 2.13 DCP save |" \
   "PyTorch 2.13 DCP load, on every rank, 40 tensors of 16 KiB |" \
