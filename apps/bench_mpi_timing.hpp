@@ -65,12 +65,25 @@ inline void drop_caches(bool enabled) {
 }
 
 /// Runs `fn` with h5dcp's read-ahead hints off (H5DCP_READAHEAD_MIB=0, read
-/// by each load), on every rank, to measure what they bring.
+/// by each load), on every rank, to measure what they bring; the variable is
+/// then as it was (a window the run was started with stays set), also when
+/// `fn` throws.
+inline constexpr const char* kReadAheadVariable = "H5DCP_READAHEAD_MIB";
 template <typename Fn>
 void without_read_ahead(Fn&& fn) {
-  ::setenv("H5DCP_READAHEAD_MIB", "0", 1);
+  const char* before = std::getenv(kReadAheadVariable);
+  struct Restore {
+    bool had;
+    std::string value;
+    ~Restore() {
+      if (had)
+        ::setenv(kReadAheadVariable, value.c_str(), 1);
+      else
+        ::unsetenv(kReadAheadVariable);
+    }
+  } restore{before != nullptr, before != nullptr ? before : ""};
+  ::setenv(kReadAheadVariable, "0", 1);
   fn();
-  ::unsetenv("H5DCP_READAHEAD_MIB");
 }
 
 /// Every timed save writes a new file, from a settled disk: the file a case

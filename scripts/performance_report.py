@@ -1002,9 +1002,19 @@ def conditions_text():
             text += (f"; the disk wrote {slow['disk_write_bytes'] / 1e9:.2f} GB and"
                      f" {fast['disk_write_bytes'] / 1e9:.2f} GB, its requests taking {per_s:.2f} and {per_f:.2f}"
                      f" s per GB ({per_s / per_f:.2f} ×)")
+        read_s, read_f = slow.get("disk_read_bytes") or 0, fast.get("disk_read_bytes") or 0
+        busy_s, busy_f = slow.get("disk_busy_seconds"), fast.get("disk_busy_seconds")
+        if read_s >= 0.1e9 and read_f >= 0.1e9 and busy_s and busy_f and busy_s > 0 and busy_f > 0:
+            # Reads: the same bytes keeping the disk busy longer is the disk (or the host under it) slowing.
+            text += (f"; the disk read {read_s / 1e9:.2f} GB and {read_f / 1e9:.2f} GB, busy {busy_s:.3f} s and"
+                     f" {busy_f:.3f} s")
         discard = slow.get("disk_discard_bytes")
         if discard and discard >= 1e7:
             text += f", and it discarded {discard / 1e9:.2f} GB during the slow one"
+        handed_s, handed_f = slow.get("host_reported_bytes"), fast.get("host_reported_bytes")
+        if handed_s is not None and handed_f is not None and handed_s >= 0 and handed_f >= 0 and handed_s >= 1e7:
+            text += (f"; the VM handed {handed_s / 1e9:.2f} GB of free memory to its host during the slow one"
+                     f" ({handed_f / 1e9:.2f} GB during the fast one)")
         ranked = accounts_for(slow, fast)
         if ranked and ranked[0][0] >= 0.5 * gap:
             text += f". Of the {gap:.3f} s between them, {ranked[0][1]}: {ranked[0][0]:.3f} s"
