@@ -895,7 +895,7 @@ if peer:
 lines += ["", f"## Targets (issue {TARGETS_ISSUE})", "", "| target | measured | |", "|---|---|---|"]
 for name, value, ok in targets:
     lines.append(f"| {name} | {value} | {ok} |")
-lines += ["", f"## Targets (issue {TARGETS_ISSUE_NEXT}, so far)", "", "| target | measured | |", "|---|---|---|"]
+lines += ["", f"## Targets (issue {TARGETS_ISSUE_NEXT})", "", "| target | measured | |", "|---|---|---|"]
 for name, value, ok in targets_next:
     lines.append(f"| {name} | {value} | {ok} |")
 if knobs:
