@@ -237,19 +237,25 @@ bool file_holds(const std::string& path, const std::vector<FileRange>& ranges) {
   return same;
 }
 
-std::int64_t posix_read(const std::string& path, const std::vector<FileRange>& ranges) {
-  std::int64_t total = 0;
-  read_pieces(path, ranges,
-              [&](const char*, std::size_t bytes, const char*) { total += static_cast<std::int64_t>(bytes); });
-  return total;
-}
+namespace {
 
-std::int64_t direct_read(const std::string& path, const std::vector<FileRange>& ranges) {
+// The bytes read_pieces reads, counted and dropped.
+std::int64_t bytes_read(const std::string& path, const std::vector<FileRange>& ranges, bool direct) {
   std::int64_t total = 0;
   read_pieces(
       path, ranges, [&](const char*, std::size_t bytes, const char*) { total += static_cast<std::int64_t>(bytes); },
-      /*direct=*/true);
+      direct);
   return total;
+}
+
+}  // namespace
+
+std::int64_t posix_read(const std::string& path, const std::vector<FileRange>& ranges) {
+  return bytes_read(path, ranges, /*direct=*/false);
+}
+
+std::int64_t direct_read(const std::string& path, const std::vector<FileRange>& ranges) {
+  return bytes_read(path, ranges, /*direct=*/true);
 }
 
 }  // namespace h5dcp_bench

@@ -359,6 +359,17 @@ int main(int argc, char** argv) {
   std::vector<bool> async_call_first;
   h5dcp_bench::ConditionsWatch watch(args.dir);
   h5dcp_bench::ConditionsWatch blocking_watch(args.dir);  // the async call alone, inside its watched case
+  // Starts an async save of the main case into async.h5 and returns its
+  // future: `blocking`, this rank's seconds in the call; `c`, rank 0's
+  // counters around the call alone (not the background write).
+  const auto start_async_save = [&](double& blocking, h5dcp_bench::Conditions& c) {
+    blocking_watch.start();
+    const double t0 = now();
+    auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
+    blocking = now() - t0;
+    c = blocking_watch.stop(/*collective=*/false);
+    return future;
+  };
   const auto watched = [&](const std::string& key, auto&& fn) {
     h5dcp_bench::Conditions c;
     const double seconds = h5dcp_bench::timed_watched(watch, c, fn);
@@ -570,14 +581,7 @@ int main(int argc, char** argv) {
       h5dcp_bench::Conditions blocking_conditions;  // the call alone: rank 0's counters
       const auto async_call = [&] {
         mark("async save (background)", rep);
-        watched("async_total", [&] {
-          blocking_watch.start();
-          const double t0 = now();
-          auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
-          blocking = now() - t0;
-          blocking_conditions = blocking_watch.stop(/*collective=*/false);
-          future.get();
-        });
+        watched("async_total", [&] { start_async_save(blocking, blocking_conditions).get(); });
       };
       if (call_first) {
         async_call();
@@ -633,12 +637,9 @@ int main(int argc, char** argv) {
       reporting_settled.push_back(h5dcp_bench::settle_page_reporting());
       copy_target.zero_();
       MPI_Barrier(MPI_COMM_WORLD);
-      blocking_watch.start();
-      const double t0 = now();
-      auto future = h5dcp::async_save(saved, args.dir + "/async.h5", async_options);
-      const double own_blocking = now() - t0;
-      const auto blocking_conditions = blocking_watch.stop(/*collective=*/false);
-      future.get();
+      double own_blocking = 0;
+      h5dcp_bench::Conditions blocking_conditions;
+      start_async_save(own_blocking, blocking_conditions).get();
       const double blocking = h5dcp_bench::slowest(own_blocking);
       t["async_blocking_shards_idle"].push_back(blocking);
       conditions["async_blocking_shards_idle"].push_back(h5dcp_bench::conditions_json(blocking, blocking_conditions));

@@ -1012,7 +1012,7 @@ def conditions_text():
         if discard and discard >= 1e7:
             text += f", and it discarded {discard / 1e9:.2f} GB during the slow one"
         handed_s, handed_f = slow.get("host_reported_bytes"), fast.get("host_reported_bytes")
-        if handed_s is not None and handed_f is not None and handed_s >= 0 and handed_f >= 0 and handed_s >= 1e7:
+        if handed_s is not None and handed_f is not None and handed_f >= 0 and handed_s >= 1e7:
             text += (f"; the VM handed {handed_s / 1e9:.2f} GB of free memory to its host during the slow one"
                      f" ({handed_f / 1e9:.2f} GB during the fast one)")
         ranked = accounts_for(slow, fast)
