@@ -21,6 +21,12 @@ deadline=$((start + budget))
 # fail, elapsed, left, wait_for, job_gone
 . "$(dirname "${BASH_SOURCE[0]}")/../support/slurm_wait.sh"
 now() { date +%s.%N; }
+# A command that fails outside a check ends the test (set -e): say which, with
+# its line and status, where the test would otherwise end without a word.
+# errtrace (-E) carries the trap into the test's functions; in subshells it
+# stays silent, or its words would land in a command substitution's value.
+set -E
+trap 'rc=$?; [ "$BASHPID" != "$$" ] || echo "FAIL: ${0##*/} line $LINENO: \"$BASH_COMMAND\" exited $rc"' ERR
 # Seconds since a `now`, to 0.1 s.
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 

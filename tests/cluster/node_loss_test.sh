@@ -93,7 +93,15 @@ dead=$(sed -n 's/.*\b2:\(h5n[0-9]\).*/\1/p' <<<"$first_nodes")
 [ -n "$dead" ] && [[ $first_nodes == *"3:$dead "* ]] && [[ $first_nodes != *"0:$dead "* ]] ||
   fail "ranks not placed 0 1 | 2 3 on 2 nodes: $first_nodes"
 "$cluster" kill-node "$tmp/c" "$dead" || fail "cluster.sh kill-node $dead failed"
-scontrol update nodename="$dead" state=DOWN reason="h5dcp node-loss test"
+# DOWN, as an administrator or the health check would. The update is retried
+# until the node reads DOWN: on 2 cores slurmctld's reply can miss scontrol's
+# MessageTimeout (10 s) while the update itself is done or still to come (a CI
+# run ended here, 10 s after the kill), and setting DOWN twice is harmless.
+set_down() {
+  scontrol update nodename="$dead" state=DOWN reason="h5dcp node-loss test" >"$tmp/down.out" 2>&1 ||
+    grep -q 'State=DOWN' <<<"$(scontrol show node "$dead" 2>/dev/null)"
+}
+wait_for set_down || { cat "$tmp/down.out"; fail "scontrol could not set $dead DOWN (at $(elapsed))"; }
 t_dead=$(now)
 echo "killed $dead (ranks 2 3; $first_nodes) in rank 2's pause after writing step 6, at $(elapsed); set DOWN"
 [ "$(published)" = "2 4 " ] || fail "published when the node died: steps '$(published)', not 2 4 (step 6's save must still be in flight)"
