@@ -201,6 +201,22 @@ def roundtrip(args):
     if sorted(os.listdir(sharded)) != sorted(shards + ["model.safetensors.index.json"]):
         failures.append("sharded export: the directory holds %s" % sorted(os.listdir(sharded)))
 
+    # Exported again over it in one shard: the directory is replaced whole (no
+    # shard of the first export left in it) and nothing is left beside it.
+    run(cli(args, n, ["convert", "--force", "--max-shard-size", "1GB", ckpt, sharded]))
+    with open(os.path.join(sharded, "model.safetensors.index.json")) as f:
+        larger = sorted(set(json.load(f)["weight_map"].values()))
+    if larger == shards or sorted(os.listdir(sharded)) != sorted(larger + ["model.safetensors.index.json"]):
+        failures.append("sharded export replaced: shards %s before, %s after, the directory holds %s" % (
+            shards, larger, sorted(os.listdir(sharded))))
+    beside = [f for f in os.listdir(args.dir) if f.startswith(".sharded%d." % n)]
+    if beside:
+        failures.append("sharded export replaced: left beside it: %s" % beside)
+    loaded = {}
+    for shard in larger:
+        loaded.update(load_file(os.path.join(sharded, shard)))
+    failures += same_tensors(original, loaded, "sharded export replaced at %d ranks" % n)
+
     back = os.path.join(args.dir, "reimported%d.h5" % n)
     run(cli(args, n, ["convert", "--force", sharded, back]))
     state = h5dcp.load_state_dict(back, verify=True)

@@ -11,6 +11,8 @@
 //                            (the coordinator also the values), then fsyncs
 //   dcp:publish  broadcast   the coordinator writes .metadata from every
 //                            rank's items, fsyncs and renames into place
+//                            (exchanged with an earlier export in one step
+//                            where the file system can)
 // On failure the coordinator removes the temporary directory; an existing
 // destination is untouched until the new one is complete.
 
@@ -42,6 +44,7 @@
 #include "interop/torch_save_index.hpp"
 #include "interop/torch_save_tree.hpp"
 #include "plan/row_split.hpp"
+#include "storage/directory_publish.hpp"
 #include "storage/durable_file.hpp"
 #include "storage/file_descriptor.hpp"
 #include "torch/dtype_mapping.hpp"
@@ -413,9 +416,7 @@ void publish(const std::string& dst, const ExportPlan& plan, std::vector<std::ve
               [](const detail::DcpChunk& a, const detail::DcpChunk& b) { return a.box.offsets < b.box.offsets; });
   detail::write_new_file_synced(plan.temporary_directory + "/" + kMetadataName, detail::write_dcp_metadata(md));
   detail::fsync_file(plan.temporary_directory);
-  struct stat info {};
-  if (::stat(dst.c_str(), &info) == 0) detail::retire_directory(dst, is_ours);
-  detail::publish_by_rename(plan.temporary_directory, dst);
+  detail::publish_directory(plan.temporary_directory, dst, is_ours);
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "interop/export_files.hpp"
 
 #include <ATen/ops/empty.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -85,29 +84,6 @@ void write_new_file_synced(const std::string& path, std::string_view bytes) {
   if (const int error = write_fully(fd.get(), bytes.data(), bytes.size()))
     throw IoError("h5dcp: writing '" + path + "' failed: " + std::strerror(error));
   if (::fsync(fd.get()) != 0) throw IoError("h5dcp: fsync of '" + path + "' failed: " + std::strerror(errno));
-}
-
-void retire_directory(const std::string& dst, const std::function<bool(const std::string& name)>& ours) noexcept {
-  try {
-    const auto aside = temporary_sibling(dst);
-    if (::rename(dst.c_str(), aside.c_str()) != 0) return;
-    if (DIR* dir = ::opendir(aside.c_str())) {
-      std::vector<std::string> names;
-      while (const auto* entry = ::readdir(dir)) {
-        const std::string name = entry->d_name;
-        if (name != "." && name != ".." && ours(name)) names.push_back(name);
-      }
-      ::closedir(dir);
-      for (const auto& name : names) {
-        std::string path = aside;
-        path += '/';
-        path += name;
-        remove_quietly(path);
-      }
-    }
-    ::rmdir(aside.c_str());
-  } catch (...) {
-  }
 }
 
 }  // namespace h5dcp::detail

@@ -1,8 +1,8 @@
 #pragma once
 // What the exports of a checkpoint to other formats share (safetensors,
 // DCP, torch.save): the checkpoint opened for reading, its tensors read in
-// checked pieces of whole rows, and retiring the directory an earlier
-// export left where a new one goes.
+// checked pieces of whole rows, and an export's small files written synced
+// (storage/directory_publish.hpp puts a finished directory in place).
 
 #include <ATen/core/Tensor.h>
 
@@ -64,11 +64,5 @@ class ExportSource {
 /// fsyncs it: an export's small files (an index, DCP's .metadata). Throws
 /// IoError naming the path.
 void write_new_file_synced(const std::string& path, std::string_view bytes);
-
-/// Moves the directory `dst` aside (rename(2) does not replace a non-empty
-/// directory), removes the files in it for which `ours` holds, and removes
-/// it when nothing else is left. Never throws: a directory it cannot
-/// retire is left where it was, and the rename that follows says so.
-void retire_directory(const std::string& dst, const std::function<bool(const std::string& name)>& ours) noexcept;
 
 }  // namespace h5dcp::detail

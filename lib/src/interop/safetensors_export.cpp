@@ -8,7 +8,10 @@
 //                               (checksums checked) and pwrites them at their
 //                               offsets, then fsyncs what it wrote
 //   export:publish  broadcast   the coordinator writes the index (sharded),
-//                               fsyncs and renames into place
+//                               fsyncs and renames into place (a sharded
+//                               export's directory is exchanged with an
+//                               earlier one in one step where the file
+//                               system can)
 // On failure the coordinator removes the temporary files; an existing
 // destination is untouched until the new one is complete.
 
@@ -38,6 +41,7 @@
 #include "interop/safetensors_header.hpp"
 #include "interop/torch_save_index.hpp"
 #include "plan/row_split.hpp"
+#include "storage/directory_publish.hpp"
 #include "storage/durable_file.hpp"
 #include "storage/file_descriptor.hpp"
 #include "torch/dtype_mapping.hpp"
@@ -333,14 +337,9 @@ std::vector<std::string> publish(const std::string& dst, const Layout& layout) {
   detail::write_new_file_synced(layout.temporary_directory + "/" + kIndexName, index_text);
   for (const auto& f : layout.temporary_files) detail::fsync_file(f);
   detail::fsync_file(layout.temporary_directory);
-  // rename(2) does not replace a non-empty directory: an earlier export is
-  // moved aside just before the new one takes its name.
-  struct stat info {};
-  if (::stat(dst.c_str(), &info) == 0)
-    detail::retire_directory(dst, [](const std::string& name) {
-      return name == kIndexName || (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0);
-    });
-  detail::publish_by_rename(layout.temporary_directory, dst);
+  detail::publish_directory(layout.temporary_directory, dst, [](const std::string& name) {
+    return name == kIndexName || (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0);
+  });
   std::vector<std::string> files;
   files.reserve(layout.final_names.size() + 1);
   for (const auto& name : layout.final_names) files.push_back(child(dst, name));

@@ -234,6 +234,18 @@ void publish_by_rename(const std::string& from, const std::string& to) {
   if (!retired.empty()) remove_in_background(retired);
 }
 
+bool exchange_paths(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0) {
+    const int error = errno;
+    if (error == EINVAL || error == ENOSYS || error == EOPNOTSUPP || error == ENOENT) return false;
+    throw_errno("exchanging '" + from + "' and '" + to + "'", error);
+  }
+  const auto to_dir = split_path(to).first;
+  fsync_directory(to_dir);
+  if (const auto from_dir = split_path(from).first; from_dir != to_dir) fsync_directory(from_dir);
+  return true;
+}
+
 namespace {
 
 // The path a temporary_sibling is published as ("dir/.x.h5.h5dcp-partial.*"

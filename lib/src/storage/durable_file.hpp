@@ -60,6 +60,15 @@ void fsync_file(const std::string& path);
 /// of a second per GiB off every save that overwrites a checkpoint.
 void publish_by_rename(const std::string& from, const std::string& to);
 
+/// Swaps `from` and `to` in one step (renameat2 with RENAME_EXCHANGE: `to`
+/// names one of the two at every moment, never nothing) and fsync()s the
+/// directories that hold them. rename(2) cannot put a directory over a
+/// non-empty one; this can. Returns false, having changed nothing, where it
+/// cannot be done: a file system or kernel without the exchange (EINVAL,
+/// ENOSYS, EOPNOTSUPP) or a path that does not exist (ENOENT). Throws
+/// IoError on any other failure, or when an fsync fails after the swap.
+bool exchange_paths(const std::string& from, const std::string& to);
+
 /// Size from which publish_by_rename removes a replaced file in the background.
 inline constexpr std::int64_t kBackgroundRemovalBytes = 16 << 20;
 
