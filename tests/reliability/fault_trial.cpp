@@ -166,8 +166,13 @@ void attempt(const char* what, Fn&& fn) {
 int run_save_or_load(bool load, const std::string& dir, int mib, const std::string& spec, double timeout,
                      const std::string& layout) {
   const auto path = dir + "/ckpt.h5";
+  // Progress before the fault, so that a trial that hangs says how far it got.
+  std::printf("{\"rank\": %d, \"progress\": \"saving generation 1\"}\n", rank_of());
+  std::fflush(stdout);
   h5dcp::save(state(mib, 1, layout), path);
   MPI_Barrier(MPI_COMM_WORLD);
+  std::printf("{\"rank\": %d, \"progress\": \"generation 1 saved\"}\n", rank_of());
+  std::fflush(stdout);
   ::setenv("H5DCP_INJECT_FAULT", spec.c_str(), 1);
   if (load) {
     h5dcp::LoadOptions options;

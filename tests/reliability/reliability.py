@@ -70,6 +70,28 @@ def note_diag(out, cmd):
         print("FAIL " + found, flush=True)
 
 
+def stacks_of_group(pgid):
+    """Every thread's stack of every process in the group, by gdb where it is
+    installed: what a hung trial was waiting in, for its report ("" without gdb)."""
+    gdb = shutil.which("gdb")
+    if not gdb:
+        return ""
+    text = ""
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if os.getpgid(pid) != pgid:
+                continue
+            with open("/proc/%d/comm" % pid) as f:
+                comm = f.read().strip()
+            bt = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 30"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        frames = [line for line in bt.splitlines() if line.startswith(("#", "Thread "))]
+        text += "\n--- stacks of pid %d (%s), taken at the time limit\n%s\n" % (pid, comm, "\n".join(frames))
+    return text
+
+
 def run(cmd, limit, env=None):
     """Runs cmd in its own process group; (returncode or None on a hang, stdout)."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -78,8 +100,10 @@ def run(cmd, limit, env=None):
         out, _ = p.communicate(timeout=limit)
         rc = p.returncode
     except subprocess.TimeoutExpired:
+        stacks = stacks_of_group(p.pid)
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
+        out += stacks
         rc = None
     note_diag(out, cmd)
     return rc, out
@@ -145,6 +169,10 @@ def matrix_cell(lab, op, phase, action, rank, n, layout="rows"):
             "seconds": round(seconds, 1), "problems": [], "reports": rows}
     if rc is None:
         cell["problems"].append("hang")
+        # What the job printed and where its processes waited, for the report.
+        cell["hang_output"] = out[-20000:]
+        print("--- hung trial %s %s (%s): its output, then its stacks\n%s\n---" % (op, spec, layout, out[-20000:]),
+              flush=True)
     after = lab.check(d, MIB)
     cell["generation"] = after["generation"]
     if after["generation"] == -1:
