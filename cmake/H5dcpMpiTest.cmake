@@ -7,6 +7,9 @@
 # needs: ROMIO as the MPI-IO component (see docs/FORMAT.md, "MPI-IO"),
 # oversubscription with yielding (2-core machines run 4 ranks), and running
 # as root in containers. Other MPIs ignore the OMPI_* variables.
+# Exit code 77 is a skip (SKIP_RETURN_CODE): the shared MPI test main returns
+# it when every selected test skipped; LABELS name why a test may skip
+# (skips_without_gpu, skips_without_root: scripts/check-skips.sh).
 # CHECK_RANKS passes --h5dcp-expected-ranks=N to binaries built with the
 # shared MPI test main, which fail when mpiexec started another count.
 
@@ -35,6 +38,7 @@ function(h5dcp_add_mpi_test)
     set_tests_properties(${test} PROPERTIES
       PROCESSORS ${np}
       TIMEOUT ${A_TIMEOUT}
+      SKIP_RETURN_CODE 77
       LABELS "mpi;np${np};${A_LABELS}"
       ENVIRONMENT "${H5DCP_MPI_TEST_ENVIRONMENT}")
     if(A_FIXTURES_SETUP)

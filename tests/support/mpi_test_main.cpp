@@ -1,7 +1,10 @@
 // The shared main of MPI test binaries: ROMIO selected before MPI_Init (the
 // project's MPI-IO default), every rank runs every test, rank 0 prints the
 // usual report, other ranks print only their failures prefixed with their
-// rank, and the exit code is the worst of all ranks. With
+// rank, and the run fails when any rank failed. A run in which every
+// selected test skipped on every rank (GTEST_SKIP: no GPU, no root, ...) exits 77 on every
+// rank, which CTest reports as skipped (SKIP_RETURN_CODE, set by
+// h5dcp_add_mpi_test), never as passed. With
 // --h5dcp-expected-ranks=N (added by h5dcp_add_mpi_test) it first checks
 // that mpiexec really started N ranks.
 
@@ -15,6 +18,9 @@
 #include "h5dcp/mpi_io.hpp"
 
 namespace {
+
+// CTest's SKIP_RETURN_CODE for every MPI test (cmake/H5dcpMpiTest.cmake).
+constexpr int kSkipped = 77;
 
 class RankFailurePrinter : public ::testing::EmptyTestEventListener {
  public:
@@ -54,9 +60,16 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new RankFailurePrinter(rank));
   }
-  int result = RUN_ALL_TESTS();
-  int worst = 0;
-  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  const int result = RUN_ALL_TESTS();
+  const auto& unit = *::testing::UnitTest::GetInstance();
+  int failed = result != 0 ? 1 : 0;
+  int skipped =
+      result == 0 && unit.test_to_run_count() > 0 && unit.skipped_test_count() == unit.test_to_run_count() ? 1 : 0;
+  int any_failed = 0;
+  int every_rank_skipped = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&skipped, &every_rank_skipped, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Finalize();
-  return worst;
+  if (any_failed != 0) return 1;
+  return every_rank_skipped != 0 ? kSkipped : 0;
 }
