@@ -4,8 +4,10 @@
 # per GPU; "1 2" adds two ranks sharing it):
 #   h5dcp-gpu-bench           h5dcp, and the bare device <-> pinned host copies
 #   dcp_peer_bench.py --device cuda
-#                             PyTorch's DCP (sync save, async_save with its GPU
-#                             staging, load, resharded load)
+#                             PyTorch's DCP (sync save, async_save both ways it
+#                             offers for GPUs: one reused cached writer, and a
+#                             DefaultStager staging in the background, fresh per
+#                             save on torch <= 2.12; load, resharded load)
 # then scripts/gpu_report.py renders the table docs/PERFORMANCE.md records.
 #   scripts/gpu-bench.sh OUT_DIR    (H5DCP_BUILD_DIR: the build with h5dcp-gpu-bench;
 #                                    H5DCP_BENCH_PYTHON: python with the CUDA torch)

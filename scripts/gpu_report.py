@@ -11,7 +11,10 @@ RESULTS_DIR holds machine.txt (the same on every call it gathers), tests.txt
 tests ran) and, per rank count N, h5dcp-npN.json (apps/h5dcp_gpu_bench.cpp) and
 dcp-npN.json (scripts/dcp_peer_bench.py --device cuda) from one call of
 scripts/gpu-bench.sh. Every number in the text comes from those files. A side
-whose own correctness check failed gets no ratio."""
+whose own correctness check failed gets no ratio, nor does a row whose two sides
+time different kinds of event (a call, staging, durable). DCP's results from the
+peer before issue 47 (no "peer_revision" 2) are withdrawn: no figure of theirs,
+no ratio."""
 import glob
 import json
 import os
@@ -30,40 +33,86 @@ def _num(x, digits=3):
     return "–" if x is None else f"{x:.{digits}f}"
 
 
-def _ratio(ours, theirs, ok=True):
+# What each row times, on h5dcp's side (apps/h5dcp_gpu_bench.cpp) and on DCP's (the peer
+# records its own: cases[key]["event"]). A ratio is printed only where the two are the same
+# kind of event: a call with a call, staging with staging, durable with durable.
+DURABLE, LOADED = "until durable", "until loaded"
+CALL_STAGING, CALL_BACKGROUND = "the call, staging in it", "the call, staging in the background"
+STAGED = "until staged in the background"
+ROWS = [  # (row, h5dcp's key, h5dcp's event, DCP's key)
+    ("sync save (durable)", "save", DURABLE, "save"),
+    ("load, same sharding", "load", LOADED, "load"),
+    ("load, resharded", "reshard", LOADED, "reshard"),
+    ("load, cold page cache", "load_cold", LOADED, "load_cold"),
+    ("load, resharded, cold", "reshard_cold", LOADED, "reshard_cold"),
+    ("async save: the call blocks (staging in it)", "async_blocking", CALL_STAGING, "async_blocking"),
+    ("async save: until durable", "async_total", DURABLE, "async_total"),
+    ("staging in the background: the call blocks", "staged_blocking", CALL_BACKGROUND, "async_bg_blocking"),
+    ("staging in the background: until staged", "staging_seconds", STAGED, "async_bg_staged"),
+    # h5dcp-gpu-bench runs a training step beside this save; the peer does not.
+    ("staging in the background, a training step beside it: until durable", "staged_total",
+     DURABLE + ", a training step beside it", "async_bg_total"),
+]
+# Marks results of the peer as issue 47 left it (DCP as its users run it, events recorded).
+PEER_REVISION = 2
+STAGER_BUG = "pytorch/pytorch#183413"
+
+
+def peer_is_current(d):
+    """Whether DCP's results come from the peer that runs DCP as its users do (issue 47)."""
+    return bool(d) and d.get("peer_revision", 1) >= PEER_REVISION
+
+
+def withdrawn(ds):
+    """The one sentence that withdraws DCP's GPU figures recorded by the older peer."""
+    error = next((d["async"]["background_staging_error"] for d in ds if d["async"].get("background_staging_error")),
+                 None)
+    return ("DCP's figures from this GPU run, and every ratio of h5dcp against them, are withdrawn until a "
+            "re-run with the corrected peer (issue 52): the recorded peer made a new cached writer "
+            "(`FileSystemWriter(cache_staged_state_dict=True)`) for every save, so every timed async save "
+            "allocated and pinned its staging memory again"
+            + (f", and the error it recorded for DCP's background staging (`{error}`) is PyTorch's bug "
+               f"{STAGER_BUG} (a `DefaultStager` reused across saves fails; a fresh one per save works), "
+               "not a limit of DCP." if error else "."))
+
+
+def _ratio(ours, theirs):
     """DCP's time over h5dcp's: above 1, h5dcp is faster."""
-    if not ok or ours is None or theirs is None or ours <= 0:
+    if ours is None or theirs is None or ours <= 0:
         return "–"
     return f"{theirs / ours:.2f}×"
 
 
 def _rank_table(h, d):
-    hs, ds = h["median_seconds"], d["median_seconds"] if d else {}
+    """h5dcp's rows, and DCP's beside them where `d` comes from the current peer (else None)."""
+    hs = h["median_seconds"]
+    ds = d["median_seconds"] if d else {}
     gb = h["gb"]
     h_ok = h["correct"] and h["async_correct"]
-    d_ok = bool(d) and d["ok"]
 
-    def rate(seconds, size=gb):
-        return _num(size / seconds) if seconds else "–"
+    def rate(seconds, event="", size=gb):
+        """GB/s, but not for a call: it need not move the bytes."""
+        return "" if event.startswith("the call") else _num(size / seconds) if seconds else "–"
 
-    rows = [
-        ("sync save (durable)", hs.get("save"), ds.get("save"), True),
-        ("load, same sharding", hs.get("load"), ds.get("load"), True),
-        ("load, resharded", hs.get("reshard"), ds.get("reshard"), True),
-        ("load, cold page cache", hs.get("load_cold"), ds.get("load_cold"), True),
-        ("load, resharded, cold", hs.get("reshard_cold"), ds.get("reshard_cold"), True),
-        ("async save: the call blocks", hs.get("async_blocking"), ds.get("async_blocking"), False),
-        ("async save: total", hs.get("async_total"), ds.get("async_total"), True),
-        ("staging in the background: the call blocks", hs.get("staged_blocking"), ds.get("async_blocking"), False),
-        ("staging in the background: until staged", hs.get("staging_seconds"), ds.get("async_staged"), True),
-    ]
-    out = ["| case | h5dcp s | h5dcp GB/s | DCP s | DCP GB/s | DCP time / h5dcp time |",
-           "|---|---:|---:|---:|---:|---:|"]
-    for name, ours, theirs, with_rate in rows:
+    if d:
+        out = ["| case | h5dcp s | h5dcp GB/s | DCP s | DCP GB/s | DCP time / h5dcp time |",
+               "|---|---:|---:|---:|---:|---:|"]
+    else:
+        out = ["| case | h5dcp s | h5dcp GB/s |", "|---|---:|---:|"]
+    for name, ours_key, ours_event, theirs_key in ROWS:
+        ours, theirs = hs.get(ours_key), ds.get(theirs_key)
         if ours is None and theirs is None:
             continue
-        out.append(f"| {name} | {_num(ours, 4)} | {rate(ours) if with_rate else ''} | {_num(theirs, 4)} | "
-                   f"{rate(theirs, d['gb']) if with_rate and d else ''} | {_ratio(ours, theirs, h_ok and d_ok)} |")
+        row = f"| {name} | {_num(ours, 4)} | {rate(ours, ours_event)} |"
+        if d:
+            case = d["cases"].get(theirs_key, {})
+            theirs_event = case.get("event", "")
+            if theirs_event != ours_event and ours is not None and theirs is not None:
+                ratio = f"no ratio: h5dcp's time is {ours_event}, DCP's {theirs_event}"
+            else:
+                ratio = _ratio(ours, theirs) if h_ok and case.get("ok") else "–"
+            row += f" {_num(theirs, 4)} | {rate(theirs, theirs_event, d['gb'])} | {ratio} |"
+        out.append(row)
     floor = hs.get("d2h")
     out += ["", "| the floor, and a training step | seconds | GB/s | |", "|---|---:|---:|---|",
             f"| bare copy GPU → pinned host memory (cudaMemcpyAsync) | {_num(floor, 4)} | {rate(floor)} | "
@@ -82,30 +131,42 @@ def _rank_table(h, d):
               f"{'equal' if h['async_correct'] else 'NOT EQUAL'}"]
     notes = []
     if d:
-        checks.append(f"DCP: {'every load equal' if d['ok'] else 'a load WRONG'} (thread_count {d['thread_count']})")
-        staging = d["async"].get("gpu_staging")
-        notes.append(f"DCP's async save staged {staging}: {d['async']['async_stager']}."
-                     + (f" Its background staging failed on this torch, with `{d['async']['background_staging_error']}`"
-                        "; the row 'until staged' then shows the call." if d["async"].get("background_staging_error")
-                        else ""))
-    return out + ["", "Checked bit for bit: " + "; ".join(checks) + "."] + ([""] + notes if notes else [])
+        checks.append(f"DCP: {'every checkpoint read back equal' if d['ok'] else 'a checkpoint read back WRONG'} "
+                      f"(thread_count {d['thread_count']})")
+        a = d["async"]
+        notes.append(f"DCP's async save, staging in the call: {a.get('cached_writer')}. Staging in the background: "
+                     f"{a['async_stager']}."
+                     + (f" Its background staging failed on this torch, with `{a['background_staging_error']}`: "
+                        "its rows are empty." if a.get("background_staging_error") else ""))
+        if hs.get("staging_seconds") is not None and "async_bg_staged" in ds:
+            notes.append("h5dcp's 'until staged' counts from the start of its copy, after its plan (its call "
+                         f"took {_num(hs.get('staged_blocking'), 4)} s in all); DCP's from the start of its call.")
+    return out + ["", "Checked bit for bit: " + "; ".join(checks) + "."] + [x for n in notes for x in ("", n)]
 
 
 def render(results):
     """The section's lines."""
     machine = open(os.path.join(results, "machine.txt")).read().strip().splitlines()
-    with_dcp = bool(glob.glob(os.path.join(results, "dcp-np*.json")))
+    dcp = {re.search(r"np(\d+)", p).group(1): _load(p) for p in glob.glob(os.path.join(results, "dcp-np*.json"))}
+    # DCP's results from the older peer are withdrawn, never compared (issue 47).
+    stale = [d for d in dcp.values() if not peer_is_current(d)]
+    compared = bool(dcp) and not stale
     lines = [BEGIN, "## On a GPU (issue 20)", "",
              "Recorded on a lent GPU machine by `scripts/gpu-check.sh` (`scripts/gpu-bench.sh`): h5dcp "
              "(`h5dcp-gpu-bench`)"
              + (" and PyTorch's DCP (`scripts/dcp_peer_bench.py --device cuda`) on the same GPU, the same data, "
                 "in the same call of `scripts/gpu-bench.sh` (each rank count below in a call of its own)"
-                if with_dcp else "")
+                if dcp else "")
              + "; the data: 4 float32 tensors, row-sharded, on the GPU. Every save is made durable (fsync). "
              "h5dcp's `async_save` stages in the call, `async_stage_and_save` in the background"
-             + ("; DCP's async save stages as its result below says" if with_dcp else "")
+             + ("; DCP's async save runs both ways DCP offers, as its users run them: staging in the call into "
+                "one reused cached writer, and in the background with a `DefaultStager` (as its result below "
+                "says); a ratio is given only where both sides time the same kind of event"
+                if compared else "")
              + ". Medians of the timed repetitions after a warm-up. The machine:", ""]
     lines += [f"- {line}" for line in machine]
+    if stale:
+        lines += ["", withdrawn(stale)]
     tests = os.path.join(results, "tests.txt")
     if os.path.exists(tests):
         lines += ["", "The tests `scripts/gpu-check.sh` ran on a machine of this kind, in a call of their own "
@@ -116,12 +177,13 @@ def render(results):
                        key=lambda p: int(re.search(r"np(\d+)", p).group(1))):
         n = re.search(r"np(\d+)", path).group(1)
         h = _load(path)
-        dcp_path = os.path.join(results, f"dcp-np{n}.json")
-        d = _load(dcp_path) if os.path.exists(dcp_path) else None
+        d = dcp.get(n)
         sharing = "one rank on the GPU" if h["ranks"] == 1 else f"{h['ranks']} ranks sharing the GPU"
         lines += ["", f"### {sharing}: {h['gb']:.2f} GB, {h['reps']} repetitions"
-                  + (f", DCP: torch {d['torch_version']} on {d['device']}" if d else ", no DCP result"), ""]
-        lines += _rank_table(h, d)
+                  + (", no DCP result" if not d else
+                     f", DCP: torch {d['torch_version']} on {d['device']}" if compared else
+                     ", DCP's figures withdrawn (above)"), ""]
+        lines += _rank_table(h, d if compared else None)
         if not d:
             lines += ["", f"DCP's run on the GPU (`dcp-np{n}.json`) is missing from this run: there is no "
                       "comparison with DCP here."]
