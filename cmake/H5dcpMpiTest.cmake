@@ -20,6 +20,16 @@ set(H5DCP_MPI_TEST_ENVIRONMENT
   OMPI_ALLOW_RUN_AS_ROOT=1
   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   CACHE STRING "Environment of every MPI test")
+# Tests with short deadlines (1 s stalls: mpi.failure, mpi.async_save,
+# reliability.quick) scale them, and the stalls past them, by
+# H5DCP_TEST_TIME_SCALE: other tests run beside them on 2 cores (2), and
+# ASan+UBSan slow every rank further (4), so a rank can fall seconds behind
+# the others without any stall.
+if(H5DCP_SANITIZE)
+  list(APPEND H5DCP_MPI_TEST_ENVIRONMENT H5DCP_TEST_TIME_SCALE=4)
+else()
+  list(APPEND H5DCP_MPI_TEST_ENVIRONMENT H5DCP_TEST_TIME_SCALE=2)
+endif()
 
 function(h5dcp_add_mpi_test)
   cmake_parse_arguments(A "CHECK_RANKS" "NAME;TARGET;TIMEOUT" "RANKS;ARGS;LABELS;FIXTURES_SETUP;FIXTURES_REQUIRED" ${ARGN})

@@ -5,11 +5,16 @@
 # at random moments of a save loop, random byte flips, and takes the fuzzing
 # figures from build-san/fuzz-stats.json when scripts/sanitize.sh has run, and
 # runs tests/hostile/run_hostile.py (damaged and malicious files) first.
+# The report records the SHA-256 of the sources it measured (the library's
+# save, load and publish paths, the trials: tests/reliability/report_current.py),
+# hashed as the run starts; CTest's docs.reliability_current fails once they
+# change, until this script runs again (about 35 minutes).
 # Knobs (environment): KILLS (20), FLIPS (400), WORKDIR (/tmp/h5dcp-reliability).
 # To refresh only the fuzzing figures of an earlier run: reliability.py
 #   --report-from build/reliability.json --hostile-json build/hostile.json
 #   --fuzz-stats build-san/fuzz-stats.json --report docs/RELIABILITY.md (without
-#   --hostile-json the hostile-input section is left out)
+#   --hostile-json the hostile-input section is left out). The report keeps
+#   the run's settings and sources hash from the JSON: the figures are the run's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

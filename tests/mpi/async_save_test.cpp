@@ -197,14 +197,15 @@ TEST_F(AsyncSave, ASavesTimeoutCoversEveryPhase) {
   async_save(training_state(rank, test::world_size(), 12), dir.file("t.h5"), generous).get();
   expect_checkpoint_holds(dir.file("t.h5"), 12);
 
-  // A stall past a 1 s timeout: the others give up naming the stalled rank
-  // instead of waiting for it as the default 1800 s would. As
+  // A stall past a 1 s timeout (on an idle machine; it follows the build):
+  // the others give up naming the stalled rank instead of waiting for it as
+  // the default 1800 s would. As
   // in Deadline.AStalledRankIsNamedAndNobodyWaitsForever, a waiting rank
   // gives up within 2 * timeout + 1 s of reaching the step; the stall is
   // longer by a margin for a slow start (4 ranks on 2 cores). Last: after a
   // timeout the save's communicator is unusable (see README, Deadlines).
-  constexpr double kTimeout = 1;
-  constexpr double kStall = 2 * kTimeout + 1 + 6;
+  const double kTimeout = 1 * test::time_scale();
+  const double kStall = 2 * kTimeout + 1 + 6;
   ::setenv("H5DCP_INJECT_FAULT", ("save:plan@" + std::to_string(stalled) + "~" + std::to_string(kStall)).c_str(), 1);
   auto options = test::staging_of(1 << 20);
   options.timeout_seconds = kTimeout;

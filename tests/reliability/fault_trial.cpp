@@ -139,13 +139,26 @@ void report(const char* what, const std::string& error_step, const std::string& 
 // the abandoned file (closing it is collective): the process must end
 // without MPI_Finalize, whose HDF5 cleanup would try to close it. That is
 // what "the job should be restarted" in the error asks of a program.
-// The other ranks time out within twice the deadline (and a stalled rank
-// wakes up later still): they get time to report before this process ends,
-// since mpiexec ends the whole job when one process exits unfinalized.
+// The other ranks get time to report before this process ends, since
+// mpiexec ends the whole job when one process exits unfinalized: this one
+// timed out at least one deadline into the step; a stalled rank wakes up
+// after its stall (the longest in SPEC) and gives up within 2 * deadline +
+// 1 s of arriving. Hence the stall, a deadline, 1 s and 6 s for the stalled
+// rank's remaining work and report (12 s with the driver's 4 s stall past a
+// 1 s deadline; longer where the driver scales both for a slow build).
+double g_linger = 12;
+
 [[noreturn]] void end_after_timeout() {
   std::fflush(stdout);
-  std::this_thread::sleep_for(std::chrono::seconds(12));
+  std::this_thread::sleep_for(std::chrono::duration<double>(g_linger));
   std::_Exit(0);
+}
+
+double linger_for(const std::string& spec, double timeout) {
+  double stall = 0;
+  for (auto at = spec.find('~'); at != std::string::npos; at = spec.find('~', at + 1))
+    stall = std::max(stall, std::strtod(spec.c_str() + at + 1, nullptr));
+  return stall + std::max(timeout, 0.0) + 1 + 6;
 }
 
 template <typename Fn>
@@ -174,6 +187,7 @@ int run_save_or_load(bool load, const std::string& dir, int mib, const std::stri
   std::printf("{\"rank\": %d, \"progress\": \"generation 1 saved\"}\n", rank_of());
   std::fflush(stdout);
   ::setenv("H5DCP_INJECT_FAULT", spec.c_str(), 1);
+  g_linger = linger_for(spec, timeout);
   if (load) {
     h5dcp::LoadOptions options;
     options.timeout_seconds = timeout;

@@ -3,6 +3,7 @@
 
   reliability.py --trial BIN --mpiexec MPIEXEC --workdir DIR [--quick]
                  [--kills N] [--flips M] [--json OUT] [--report MD --fuzz-stats JSON]
+  reliability.py --report-from OUT --report MD [--fuzz-stats JSON] [--hostile-json JSON]
 
 1. The fault matrix: every phase of a save and of a load x every failing rank
    x {throw, kill -9, stall past the deadline}, at 2 and 4 ranks (--quick: 2
@@ -14,6 +15,9 @@
 2. kill -9 of a random rank at a random moment of a loop of saves.
 3. Random byte flips in data and in metadata: silent wrong loads.
 Exits 1 when any count that must be 0 is not.
+The report records the hash of the sources the run measured (see
+report_current.py, which CI runs to find a report older than its sources).
+Deadlines and time limits are multiplied by H5DCP_TEST_TIME_SCALE (default 1).
 """
 
 import argparse
@@ -32,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 SOURCE_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 from child_output import hdf5_diag  # noqa: E402
 from hostile_report import hostile_section  # noqa: E402
+from report_current import sources_hash, sources_line  # noqa: E402
 
 SAVE_PHASES = ["save:plan", "save:create", "save:reserve", "save:block", "save:write", "save:checksums",
                "save:sync", "save:commit"]
@@ -49,9 +54,17 @@ STALL_AT_COMMIT = {"save:commit"}
 # Broadcast steps: only the coordinator (rank 0) works in them.
 COORDINATOR_ONLY = {"save:reserve", "save:commit", "load:metadata"}
 MIB = 8          # data per trial (the kill trials use more)
+# Deadlines follow the build: under ASan+UBSan, or with other tests beside
+# this one on 2 cores, a rank can fall a second behind the others without
+# any stall and trip a 1 s deadline. CTest sets the scale (2; 4 under
+# H5DCP_SANITIZE: cmake/H5dcpMpiTest.cmake); scripts/reliability.sh runs
+# alone, at 1. Every limit on a child process below is scaled too, so that
+# only a real stall reads as a hang.
+TIME_SCALE = float(os.environ.get("H5DCP_TEST_TIME_SCALE") or 1)
 TIMEOUT = 30.0   # the deadline of throw and kill trials: never reached by a slow (shared) machine
-STALL_TIMEOUT = 1.0  # the deadline of stall trials
-STALL = 4.0      # > 2 * STALL_TIMEOUT + 1: past every deadline
+STALL_TIMEOUT = 1.0 * TIME_SCALE  # the deadline of stall trials
+# Past every deadline: a waiting rank gives up within 2 * STALL_TIMEOUT + 1 s.
+STALL = 2 * STALL_TIMEOUT + 2
 KILL_ATTEMPTS = 4  # tries of one random kill trial before it counts as "no kill delivered"
 # mpiexec's (OpenMPI's) line for a rank that died by a signal.
 KILLED_BY = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
@@ -90,6 +103,10 @@ def stacks_of_group(pgid):
         frames = [line for line in bt.splitlines() if line.startswith(("#", "Thread "))]
         text += "\n--- stacks of pid %d (%s), taken at the time limit\n%s\n" % (pid, comm, "\n".join(frames))
     return text
+
+
+def scaled(seconds):
+    return seconds * TIME_SCALE
 
 
 def run(cmd, limit, env=None):
@@ -147,7 +164,7 @@ class Lab:
         return [self.args.mpiexec, "-n", str(n), self.args.trial, *trial_args]
 
     def check(self, d, mib):
-        rc, out = run([self.args.trial, "check", d, str(mib)], 120, self.env)
+        rc, out = run([self.args.trial, "check", d, str(mib)], scaled(120), self.env)
         rows = json_lines(out)
         if rc != 0 or not rows:
             return {"generation": -2, "error": "check failed: " + out[-500:], "leftovers": [], "after_next_save": ["?"]}
@@ -159,7 +176,7 @@ def matrix_cell(lab, op, phase, action, rank, n, layout="rows"):
     d = lab.fresh_dir()
     suffix = {"throw": "", "kill": "!kill", "stall": "~%g" % STALL}[action]
     spec = "%s@%d%s" % (phase, rank, suffix)
-    limit = 120 + (STALL if action == "stall" else 0)
+    limit = scaled(120) + (STALL if action == "stall" else 0)
     started = time.time()
     timeout = STALL_TIMEOUT if action == "stall" else TIMEOUT
     rc, out = run(lab.mpi(n, op, d, str(MIB), spec, str(timeout), layout), limit, lab.env)
@@ -279,7 +296,7 @@ def kill_attempt(lab, n, mib, victim, delay):
         p = subprocess.Popen(lab.mpi(n, "loop", d, str(mib)), stdout=out, stderr=subprocess.STDOUT, env=lab.env,
                              start_new_session=True)
     pids = {}
-    deadline = time.time() + 120
+    deadline = time.time() + scaled(120)
     while len(pids) < n and time.time() < deadline and p.poll() is None:
         for r in range(n):
             try:
@@ -298,7 +315,7 @@ def kill_attempt(lab, n, mib, victim, delay):
             pass
     hang = False
     try:
-        p.wait(timeout=60)
+        p.wait(timeout=scaled(60))
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
@@ -348,12 +365,13 @@ def run_kills(lab, trials, n, mib):
 
 def run_flips(lab, count):
     d = lab.fresh_dir()
-    rc, out = run(lab.mpi(1, "save", d, str(MIB), "none@0", str(TIMEOUT)), 120, lab.env)
+    rc, out = run(lab.mpi(1, "save", d, str(MIB), "none@0", str(TIMEOUT)), scaled(120), lab.env)
     original = os.path.join(d, "ckpt.h5")
     results = []
     start = 0
     while start < count:
-        rc, out = run([lab.args.trial, "flips", original, str(MIB), "7", str(start), str(count - start)], 600, lab.env)
+        rc, out = run([lab.args.trial, "flips", original, str(MIB), "7", str(start), str(count - start)], scaled(600),
+                      lab.env)
         rows = [r for r in json_lines(out) if "trial" in r]
         results += rows
         start = (rows[-1]["trial"] + 1) if rows else start
@@ -391,19 +409,56 @@ def summarize(cells, kills, flips, fuzz, diag=None):
     return s
 
 
-def write_report(path, s, cells, kills, flips, args):
+def run_info(args):
+    """What the report says of the run itself, kept in its JSON so that a
+    report rewritten from it (--report-from) states the run's settings and
+    the hash of the sources it measured, not those of the day it is rewritten."""
+    digest, count = sources_hash(SOURCE_ROOT)
+    return {"date": time.strftime("%Y-%m-%d"), "quick": args.quick, "kill_mib": args.kill_mib,
+            "kill_ranks": args.kill_ranks, "timeout": TIMEOUT, "stall_timeout": STALL_TIMEOUT, "stall": STALL,
+            "time_scale": TIME_SCALE, "sources_sha256": digest, "sources_files": count}
+
+
+def fuzz_targets():
+    """The libFuzzer targets in tests/fuzz/ (fuzz_NAME.cpp), whose figures the report must show."""
+    return sorted(n[len("fuzz_"):-len(".cpp")] for n in os.listdir(os.path.join(SOURCE_ROOT, "tests", "fuzz"))
+                  if n.startswith("fuzz_") and n.endswith(".cpp"))
+
+
+def read_fuzz_stats(path):
+    """scripts/sanitize.sh's fuzz-stats.json ({} when absent: the report says no target has figures)."""
+    if not path:
+        return {}
+    if not os.path.exists(path):
+        print("reliability.py: no %s (scripts/sanitize.sh writes it): the report shows no fuzzing figures" % path,
+              file=sys.stderr)
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_report(path, s, cells, kills, flips, args, info):
     def yes(v):
         return "**%d**" % v if v else "0"
+    if info.get("sources_sha256"):
+        sources = [sources_line(info["sources_sha256"], info["sources_files"]),
+                   "These are the library's save, load and publish paths and the trials, hashed as the run began;",
+                   "`tests/reliability/report_current.py` (CTest: docs.reliability_current) fails once they change."]
+    else:
+        sources = ["Sources: not recorded by this run (it predates source hashes), so",
+                   "`tests/reliability/report_current.py` (CTest: docs.reliability_current) fails on this report."]
     lines = ["# Reliability", "",
              "Produced by `scripts/reliability.sh` (tests/reliability/reliability.py driving",
-             "tests/reliability/fault_trial under `mpiexec`) on %s; %s." % (time.strftime("%Y-%m-%d"),
-                                                                        "quick run" if args.quick else "full run"),
+             "tests/reliability/fault_trial under `mpiexec`) on %s; %s." % (info["date"],
+                                                                        "quick run" if info["quick"] else "full run"),
              "Every trial first saves generation 1 of a %d MiB state dict (a row-sharded" % MIB,
              "tensor, a replicated one, an int and a string) to `ckpt.h5`, then saves",
              "generation 2 over it (or loads it) with a fault injected through",
-             "`H5DCP_INJECT_FAULT` (deadline %g s; %g s in stall trials). A separate" % (TIMEOUT, STALL_TIMEOUT),
+             "`H5DCP_INJECT_FAULT` (deadline %g s; %g s in stall trials). A separate" % (info["timeout"],
+                                                                                        info["stall_timeout"]),
              "process then loads whatever `ckpt.h5` holds and compares it bit for bit with each generation,",
              "and makes one more save to check that it cleans up what the failure left.", "",
+             *sources, "",
              "## Summary", "",
              "| figure | count | must be |", "|---|---:|---:|",
              "| fault-matrix trials | %d | |" % s["matrix_trials"],
@@ -430,7 +485,8 @@ def write_report(path, s, cells, kills, flips, args):
               "rank and the phase, and the old checkpoint must stay), **kill** (the rank",
               "dies by SIGKILL; mpiexec ends the job and must report that very rank",
               "killed, before it reported an outcome; the path must hold the old or the",
-              "new checkpoint, complete), **stall** (the rank sleeps %g s, past the %g s" % (STALL, STALL_TIMEOUT),
+              "new checkpoint, complete), **stall** (the rank sleeps %g s, past the %g s" % (info["stall"],
+                                                                                        info["stall_timeout"]),
               "deadline: the others must fail naming it, nobody may wait forever). A",
               "throw on a non-coordinator rank in a broadcast phase (only rank 0 works",
               "there) has nothing to fail: n/a. Two limits show in the stall rows:",
@@ -459,8 +515,8 @@ def write_report(path, s, cells, kills, flips, args):
     for k in kills:
         gens[k["generation"]] = gens.get(k["generation"], 0) + 1
     lines += ["", "## kill -9 at random moments", "",
-              "`fault_trial loop` saves generations 1, 2, 3, ... of a %d MiB state dict" % args.kill_mib,
-              "over one path at %d ranks; after a random delay (0-3 s) one random rank" % args.kill_ranks,
+              "`fault_trial loop` saves generations 1, 2, 3, ... of a %d MiB state dict" % info["kill_mib"],
+              "over one path at %d ranks; after a random delay (0-3 s) one random rank" % info["kill_ranks"],
               "gets SIGKILL. A trial counts only when mpiexec reports that rank killed by",
               "SIGKILL while it was saving generation g >= 2 (otherwise it is tried again,",
               "up to %d times, then counted as a failure). Then the path must load, bit" % KILL_ATTEMPTS,
@@ -481,16 +537,27 @@ def write_report(path, s, cells, kills, flips, args):
         lines.append("| %s | %d | %d | %d | %s |" % (region, s["flips_" + region], s["flips_%s_error" % region],
                                                    s["flips_%s_identical" % region],
                                                    yes(s["flips_%s_WRONG" % region])))
-    lines += ["", "## Fuzzing", ""]
-    if s["fuzz"]:
-        lines += ["libFuzzer targets in tests/fuzz/ (clang, ASan + UBSan), as run by",
-                  "`scripts/sanitize.sh`. LeakSanitizer checks every target at exit; libFuzzer's",
-                  "leak check after each input is off for the checkpoint target, whose HDF5 and",
-                  "MPI keep global state that triggered it after nearly every input.", "", "| target | seconds | executions | crashes |", "|---|---:|---:|---:|"]
-        for name, f in sorted(s["fuzz"].items()):
+    lines += ["", "## Fuzzing", "",
+              "libFuzzer targets in tests/fuzz/ (clang, ASan + UBSan), as run by",
+              "`scripts/sanitize.sh`. LeakSanitizer checks every target at exit; libFuzzer's",
+              "leak check after each input is off for the checkpoint target, whose HDF5 and",
+              "MPI keep global state that triggered it after nearly every input."]
+    # Every target of tests/fuzz/ has a row: one without figures says so.
+    targets = sorted(set(fuzz_targets()) | set(s["fuzz"]))
+    missing = [t for t in targets if t not in s["fuzz"]]
+    if not s["fuzz"]:
+        lines.append("No fuzzing statistics were given to this report (`build-san/fuzz-stats.json`, written by "
+                     "`scripts/sanitize.sh`): no target has figures.")
+    elif missing:
+        lines.append("**%d of %d targets have no figures** in the fuzzing statistics given: %s." % (
+            len(missing), len(targets), ", ".join(missing)))
+    lines += ["", "| target | seconds | executions | crashes |", "|---|---:|---:|---:|"]
+    for name in targets:
+        f = s["fuzz"].get(name)
+        if f:
             lines.append("| %s | %s | %s | %s |" % (name, f.get("seconds"), f.get("executions"), f.get("crashes")))
-    else:
-        lines.append("No fuzzing statistics were given to this run (see `scripts/sanitize.sh`).")
+        else:
+            lines.append("| %s | no figures | | |" % name)
     lines += [""] + hostile_section(getattr(args, "hostile_json", None), SOURCE_ROOT)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -515,30 +582,33 @@ def main():
     if args.report_from:
         with open(args.report_from) as f:
             saved = json.load(f)
-        fuzz = {}
-        if args.fuzz_stats and os.path.exists(args.fuzz_stats):
-            with open(args.fuzz_stats) as f:
-                fuzz = json.load(f)
+        fuzz = read_fuzz_stats(args.fuzz_stats)
         s = summarize(saved["matrix"], saved["kills"], saved["flips"], fuzz, saved["summary"].get("hdf5_diag", 0))
-        write_report(args.report, s, saved["matrix"], saved["kills"], saved["flips"], args)
+        # The run's own settings and sources hash: the figures are the run's.
+        # A JSON from before they were recorded: this command's settings
+        # (the defaults of that time) and no sources hash.
+        info = saved.get("run") or dict(run_info(args), sources_sha256=None)
+        if info["sources_sha256"] and info["sources_sha256"] != sources_hash(SOURCE_ROOT)[0]:
+            print("reliability.py: the sources changed since the run of %s: the report records the run's hash, and "
+                  "tests/reliability/report_current.py will call it stale" % args.report_from, file=sys.stderr)
+        write_report(args.report, s, saved["matrix"], saved["kills"], saved["flips"], args, info)
         return 0 if s["ok"] else 1
+    # Hashed before the run: a change to the sources while it runs makes the report stale.
+    info = run_info(args)
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     lab = Lab(args)
     cells = run_matrix(lab, args.quick)
     kills = run_kills(lab, args.kills, args.kill_ranks, args.kill_mib)
     flips = run_flips(lab, args.flips)
-    fuzz = {}
-    if args.fuzz_stats and os.path.exists(args.fuzz_stats):
-        with open(args.fuzz_stats) as f:
-            fuzz = json.load(f)
+    fuzz = read_fuzz_stats(args.fuzz_stats)
     s = summarize(cells, kills, flips, fuzz)
     print(json.dumps({k: v for k, v in s.items() if k != "fuzz"}, indent=1))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"summary": s, "matrix": cells, "kills": kills, "flips": flips}, f, indent=1)
+            json.dump({"run": info, "summary": s, "matrix": cells, "kills": kills, "flips": flips}, f, indent=1)
     if args.report:
-        write_report(args.report, s, cells, kills, flips, args)
+        write_report(args.report, s, cells, kills, flips, args, info)
     shutil.rmtree(args.workdir, ignore_errors=True)
     return 0 if s["ok"] else 1
 

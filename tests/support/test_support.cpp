@@ -36,6 +36,11 @@ int world_size() {
   return size;
 }
 
+double time_scale() {
+  const char* scale = std::getenv("H5DCP_TEST_TIME_SCALE");
+  return scale != nullptr && std::atof(scale) > 0 ? std::atof(scale) : 1.0;
+}
+
 TempDir::TempDir() {
   char name[4096] = "";
   if (world_rank() == 0) {

@@ -21,6 +21,12 @@ namespace h5dcp::test {
 int world_rank();
 int world_size();
 
+/// H5DCP_TEST_TIME_SCALE (1 when unset; CTest sets it for MPI tests,
+/// cmake/H5dcpMpiTest.cmake): short deadlines are multiplied by it, so that
+/// a rank slowed by the sanitizers or by tests beside this one trips them
+/// only by a real stall.
+double time_scale();
+
 /// A fresh directory shared by all ranks (created by rank 0, name broadcast);
 /// removed with its content when the object dies.
 class TempDir {
