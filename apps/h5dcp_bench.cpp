@@ -33,10 +33,17 @@
 //             --transformer-layouts, only its bytes written by POSIX calls in three
 //             layouts: h5dcp's one shared file, one file with a region per rank, a
 //             file per rank
-// and the peak resident memory of each rank.
+// and the peak resident memory of each rank. Every timed checkpoint is read
+// back, untimed, and checked value by value (the async and staged ones once
+// their sample is done).
+//   --baselines-only  the raw and the POSIX writes alone (bench.sh's
+//             alternated save rounds: the save's baselines timed where it sits)
+//   --memory-only CASE  what one save, async save, load or resharded load adds
+//             to the resident memory, in a process of its own (memory_only)
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <malloc.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -46,7 +53,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -91,6 +100,10 @@ struct Args {
   // that both meet the disk in the same state).
   bool transformer_only = false;
   bool layouts_only = false;  // with transformer_only: only the transformer's POSIX writes (--transformer-layouts)
+  std::string memory_case;    // --memory-only CASE: one memory figure, nothing else (memory_only below)
+  // Only the save's baselines: the raw MPI-IO writes and the POSIX writes (bench.sh runs them
+  // between the save's and the peer's processes in its alternated rounds).
+  bool baselines_only = false;
 };
 
 constexpr int kTensors = 4;
@@ -109,9 +122,12 @@ std::int64_t status_bytes(const char* field) {
 
 // Memory `fn` adds on top of what the process already holds: the peak
 // resident set during it (reset first through /proc/self/clear_refs) minus
-// the resident set before it. Largest over the ranks.
+// the resident set before it. Largest over the ranks. The heap that glibc
+// keeps after frees is handed back first (malloc_trim): left resident, it
+// would take `fn`'s buffers unseen.
 template <typename Fn>
 std::int64_t added_memory(Fn&& fn) {
+  malloc_trim(0);
   std::ofstream("/proc/self/clear_refs") << "5\n";
   const auto before = status_bytes("VmRSS:");
   fn();
@@ -229,6 +245,61 @@ void raw_write(const std::string& path, const h5dcp::StateDict& sd, std::int64_t
   MPI_File_close(&file);
 }
 
+// --memory-only CASE (save, async, load, reshard): what one such call adds
+// to the resident memory of a process that holds only its shards (the loads:
+// their targets; the async save: also the staging memory of one async save
+// before it, held from then on as in training). A process of its own per
+// case (bench.sh runs each in its own mpiexec): in one process running every
+// case, each case's freed buffers stay in glibc's heap and hide the next
+// case's. The loads read the file the "save" case leaves (run it first).
+// Rank 0 writes {"memory_case", "added_bytes" (largest over the ranks),
+// "shard_bytes", "staging_bytes", "correct"} to `json`.
+int memory_only(const Args& args, std::int64_t rows, const h5dcp::StateDict& saved, std::int64_t shard_bytes) {
+  const std::string path = args.dir + "/memory.h5";
+  const std::string& which = args.memory_case;
+  std::int64_t added = 0;
+  std::int64_t staging = 0;
+  bool correct = true;
+  if (which == "save") {
+    fresh(path);
+    added = added_memory([&] { h5dcp::save(saved, path); });
+  } else if (which == "async") {
+    h5dcp::AsyncSaveOptions options;  // as the main run's async saves
+    options.staging_bytes = args.staging_mib > 0 ? args.staging_mib << 20 : shard_bytes;
+    h5dcp::SavePlanCache plan_cache;
+    options.plan_cache = &plan_cache;
+    const auto async_path = args.dir + "/memory-async.h5";
+    const auto async_save = [&] { h5dcp::async_save(saved, async_path, options).get(); };
+    async_save();
+    added = added_memory(async_save);
+    staging = h5dcp::last_async_save_stats().staging_bytes;
+    auto back = sharded_state(rows, 0, false);
+    h5dcp::load(back, async_path);
+    correct = check(back, rows, 0);
+    fresh(async_path);
+  } else if (which == "load" || which == "reshard") {
+    const int shift = which == "reshard" && size_ > 1 ? 1 : 0;
+    auto targets = sharded_state(rows, shift, false);
+    added = added_memory([&] { h5dcp::load(targets, path); });
+    correct = check(targets, rows, shift);
+  } else {
+    if (rank_ == 0) std::fprintf(stderr, "h5dcp-bench: --memory-only takes save, async, load or reshard\n");
+    return 2;
+  }
+  if (rank_ == 0) {
+    std::printf("h5dcp-bench: memory %s adds per rank (a process of its own): %.1f MB (shard %.1f MB%s), %s\n",
+                which.c_str(), added / 1e6, shard_bytes / 1e6,
+                staging > 0 ? (", staging " + std::to_string(staging / 1000000) + " MB held already").c_str() : "",
+                correct ? "read back: equal" : "READ BACK WRONG");
+    if (!args.json.empty())
+      std::ofstream(args.json) << "{\"memory_case\": \"" << which << "\", \"ranks\": " << size_
+                               << ", \"added_bytes\": " << added << ", \"shard_bytes\": " << shard_bytes
+                               << ", \"staging_bytes\": " << staging
+                               << ", \"correct\": " << (correct ? "true" : "false") << "}\n";
+  }
+  return correct ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -276,6 +347,10 @@ int main(int argc, char** argv) {
       args.transformer_only = true;
     else if (arg == "--transformer-layouts")
       args.transformer_only = args.layouts_only = true;
+    else if (arg == "--memory-only")
+      args.memory_case = value();
+    else if (arg == "--baselines-only")
+      args.baselines_only = args.no_raw = true;  // the raw writes are among its baselines, not before them
     else {
       std::printf(
           "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
@@ -284,7 +359,8 @@ int main(int argc, char** argv) {
           "                                 [--transformer-layers L (0: none)] [--transformer-hidden H]\n"
           "                                 [--transformer-vocab V]\n"
           "                                 [--independent] [--save-only] [--no-raw] [--async-only]\n"
-          "                                 [--transformer-only] [--transformer-layouts]\n");
+          "                                 [--transformer-only] [--transformer-layouts]\n"
+          "                                 [--memory-only save|async|load|reshard] [--baselines-only]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
@@ -304,6 +380,12 @@ int main(int argc, char** argv) {
   const std::string ckpt = args.dir + "/ckpt.h5";
 
   auto saved = sharded_state(rows, 0, true);
+  if (!args.memory_case.empty()) {  // before anything else is allocated
+    const int rc = memory_only(args, rows, saved, per_rank_bytes);
+    h5dcp::finish_async_saves();
+    MPI_Finalize();
+    return rc;
+  }
   auto copy_target = at::zeros({per_rank_bytes / 4}, at::kFloat);  // touched now, as async staging memory is
   // The same floor into memory written only by the previous sample's copy,
   // as the staging memory is written only by the previous sample's saves:
@@ -344,7 +426,7 @@ int main(int argc, char** argv) {
 
   // The first async save allocates and touches the staging memory, once for
   // the run: made here, untimed, so that no repetition includes it.
-  if (!args.raw_only && !args.save_only && !args.transformer_only) async_save();
+  if (!args.raw_only && !args.save_only && !args.transformer_only && !args.baselines_only) async_save();
 
   std::map<std::string, std::vector<double>> t;
   // What the machine did during each repetition of the watched cases
@@ -377,6 +459,18 @@ int main(int argc, char** argv) {
     conditions[key].push_back(h5dcp_bench::conditions_json(seconds, c));
   };
   bool correct = true;
+  // Every timed async and staged save is read back, untimed, once its sample is done (not
+  // between the call and its floor copy), into one set of targets zeroed each time: a fresh
+  // allocation per read would free and fault memory that the next sample's copies then meet.
+  bool async_correct = true;
+  std::optional<h5dcp::StateDict> async_back;
+  const auto read_back_async = [&](const std::string& path) {
+    if (!async_back) async_back = sharded_state(rows, 0, false);
+    for (auto& entry : *async_back)
+      static_cast<void>(std::get<h5dcp::ShardedTensor>(entry.second).local_shards()[0].tensor.zero_());
+    h5dcp::load(*async_back, path);
+    async_correct &= check(*async_back, rows, 0);
+  };
   // The transformer case: a save, then loads warm and cold, each checked; the
   // same steps as the peer's case, as what a save follows costs it (memory
   // freed before it may have been handed back to a VM's host). Knobs are
@@ -465,6 +559,32 @@ int main(int argc, char** argv) {
         transformer_case(rep);
       continue;
     }
+    if (args.baselines_only) {
+      // The baselines the save's targets are judged against, timed where the save sits: bench.sh
+      // runs this process in its alternated rounds beside the save's and the peer's, so that all
+      // meet the disk in the same state; each from a settled disk, taking turns going first.
+      const auto ranges = file_ranges(saved, rows);
+      const auto path = args.dir + "/baseline.bin";
+      const auto published = args.dir + "/baseline-published.bin";
+      const std::vector<std::pair<std::string, std::function<void()>>> baselines{
+          {"raw", [&] { raw_write(path, saved, rows, true); }},
+          {"raw_independent", [&] { raw_write(path, saved, rows, false); }},
+          {"posix_write", [&] { h5dcp_bench::posix_write(path, ranges, writeback_bytes()); }},
+          {"posix_checkpoint", [&] {  // what h5dcp's save adds besides HDF5 and MPI-IO, as in the main run
+             static_cast<void>(h5dcp_bench::posix_write(path, ranges, writeback_bytes(), /*hash=*/true));
+             MPI_Barrier(MPI_COMM_WORLD);
+             if (rank_ == 0) h5dcp_bench::publish(path, published);
+           }}};
+      for (std::size_t i = 0; i < baselines.size(); ++i) {
+        const auto& [key, write] = baselines[(i + static_cast<std::size_t>(rep + args.warmup)) % baselines.size()];
+        fresh(path);
+        fresh(published);
+        watched(key, write);
+      }
+      fresh(path);
+      fresh(published);
+      continue;
+    }
     if (!args.no_raw) {
       fresh(args.dir + "/raw.bin");
       watched("raw", [&] { raw_write(args.dir + "/raw.bin", saved, rows, true); });
@@ -475,6 +595,7 @@ int main(int argc, char** argv) {
     if (args.async_only) {
       fresh(args.dir + "/async.h5");
       watched("async_total", async_save);
+      read_back_async(args.dir + "/async.h5");
       continue;
     }
     h5dcp::SaveOptions save_options;
@@ -483,13 +604,11 @@ int main(int argc, char** argv) {
     mark("sync save", rep);
     watched("save", [&] { h5dcp::save(saved, ckpt, save_options); });
     if (args.save_only) {
-      // Read back untimed, after the repetitions' last save: the figure of
-      // a save that wrote wrong bytes is refused by the report.
-      if (rep + 1 == args.reps) {
-        auto back = sharded_state(rows, 0, false);
-        h5dcp::load(back, ckpt);
-        correct &= check(back, rows, 0);
-      }
+      // Every save read back untimed (the peer's --save-only reads back each of its own too): the
+      // figure of a save that wrote wrong bytes is refused by the report.
+      auto back = sharded_state(rows, 0, false);
+      h5dcp::load(back, ckpt);
+      correct &= check(back, rows, 0);
       continue;
     }
     // Warm: the file the save just wrote is in the page cache; cold: dropped.
@@ -627,6 +746,8 @@ int main(int argc, char** argv) {
       // bare copy's comment): another sample of the engine's copy beside the
       // floor.
       t["staged_engine_copy"].push_back(h5dcp_bench::slowest(h5dcp::last_async_save_stats().staging_seconds));
+      read_back_async(args.dir + "/async.h5");
+      read_back_async(args.dir + "/staged.h5");
     }
     // Once more per repetition, the async call alone with the shards left
     // alone since the previous sample (not written right before, as above),
@@ -645,6 +766,7 @@ int main(int argc, char** argv) {
       conditions["async_blocking_shards_idle"].push_back(h5dcp_bench::conditions_json(blocking, blocking_conditions));
       t["async_engine_copy_shards_idle"].push_back(
           h5dcp_bench::slowest(h5dcp::last_async_save_stats().staging_seconds));
+      read_back_async(args.dir + "/async.h5");
     }
     fresh(args.dir + "/small.h5");
     mark("small tensors", rep);
@@ -660,6 +782,11 @@ int main(int argc, char** argv) {
     fresh(args.dir + "/large.h5");
     mark("same bytes in few tensors", rep);
     watched("small_as_large", [&] { h5dcp::save(large, args.dir + "/large.h5"); });
+    {  // read back untimed, as every timed save is
+      auto back = sharded_state(large_rows, 0, false);
+      h5dcp::load(back, args.dir + "/large.h5");
+      correct &= check(back, large_rows, 0);
+    }
     const auto floor_path = args.dir + "/hdf5-floor.h5";
     fresh(floor_path);
     t["small_hdf5_bare"].push_back(
@@ -668,31 +795,11 @@ int main(int argc, char** argv) {
     t["small_hdf5_attrs"].push_back(
         h5dcp_bench::hdf5_many_datasets_seconds(floor_path, args.small_count, small_elems, 7, MPI_COMM_WORLD));
   }
-  // The async checkpoints of the last repetition, read back untimed.
-  bool async_correct = true;
-  if (!args.raw_only && !args.save_only && !args.async_only && !args.transformer_only) {
-    for (const char* name : {"/async.h5", "/staged.h5"}) {
-      auto back = sharded_state(rows, 0, false);
-      h5dcp::load(back, args.dir + name);
-      async_correct &= check(back, rows, 0);
-    }
-  }
-  // Memory: what a save adds to a process that holds its shards (and, for
-  // async saves, their staging memory, allocated before the repetitions).
-  const bool measure_memory = !args.raw_only && !args.save_only && !args.async_only && !args.transformer_only;
-  const auto sync_added = !measure_memory ? 0 : added_memory([&] { h5dcp::save(saved, ckpt); });
-  const auto async_added = !measure_memory ? 0 : added_memory(async_save);
-  // What a load adds to a process whose target tensors are allocated (and
-  // touched) already: same sharding, and resharded (each rank's block spans
-  // another rank's saved block).
-  std::int64_t load_added = 0;
-  std::int64_t reshard_added = 0;
-  if (measure_memory) {
-    auto same = sharded_state(rows, 0, false);
-    load_added = added_memory([&] { h5dcp::load(same, ckpt); });
-    auto shifted = sharded_state(rows, size_ > 1 ? 1 : 0, false);
-    reshard_added = added_memory([&] { h5dcp::load(shifted, ckpt); });
-  }
+  async_back.reset();
+  // Every case ran (not one of the runs that measure a knob or a part). The memory a save or a
+  // load adds is measured in processes of their own (--memory-only), not after all these cases.
+  const bool full_run =
+      !args.raw_only && !args.save_only && !args.async_only && !args.transformer_only && !args.baselines_only;
   std::int64_t peak = status_bytes("VmHWM:");
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
 
@@ -708,15 +815,18 @@ int main(int argc, char** argv) {
       std::printf("%-40s %10.3f %10.3f GB/s\n", key.c_str(), median(seconds), tgb / median(seconds));
   }
   if (rank_ == 0) {
-    const double raw = args.transformer_only || args.no_raw ? 0.0 : median(t["raw"]);
+    const double raw = args.transformer_only || (args.no_raw && !args.baselines_only) ? 0.0 : median(t["raw"]);
     const double small_gb = static_cast<double>(args.small_count) * small_elems * 4 / 1e9;
     if (!args.transformer_only) {
       std::printf("h5dcp-bench: %d ranks, %d x [%lld, %lld] float32 = %.3f GB, %d reps (medians), fsync on, %s, %s\n",
                   size_, kTensors, static_cast<long long>(rows), static_cast<long long>(kCols), gb, args.reps,
                   cold ? "loads warm and cold (page cache dropped)" : "loads warm only (page cache not dropped)",
-                  correct ? "every load checked: equal" : "LOADS WRONG");
-      if (measure_memory)
-        std::printf("h5dcp-bench: async checkpoints read back: %s\n", async_correct ? "equal" : "NOT EQUAL");
+                  args.baselines_only ? "the baselines only: nothing to read back"
+                  : correct           ? "every load checked: equal"
+                                      : "LOADS WRONG");
+      if (full_run || args.async_only)
+        std::printf("h5dcp-bench: async checkpoints read back (every timed one): %s\n",
+                    async_correct ? "equal" : "NOT EQUAL");
       std::printf("h5dcp-bench: async saves planned %lld times, reused the plan %lld times\n",
                   static_cast<long long>(plan_cache.planned()), static_cast<long long>(plan_cache.reused()));
       std::printf("%-28s %10s %10s %14s\n", "case", "seconds", "GB/s", "vs raw write");
@@ -727,18 +837,18 @@ int main(int argc, char** argv) {
         else  // --no-raw
           std::printf("%-28s %10.3f %10.3f %14s\n", name, seconds, bytes_gb / seconds, "-");
       };
-      if (!args.no_raw) {
+      if (!args.no_raw || args.baselines_only) {
         row("raw MPI-IO write + sync", raw, gb);
         row("raw, independent writes", median(t["raw_independent"]), gb);
       }
-      if (measure_memory) {
+      if (full_run || args.baselines_only) {
         row("POSIX pwrite + fsync", median(t["posix_write"]), gb);
         row("  + XXH3, published", median(t["posix_checkpoint"]), gb);
-        row("O_DIRECT write + fsync", median(t["direct_write"]), gb);
+        if (full_run) row("O_DIRECT write + fsync", median(t["direct_write"]), gb);
       }
-      if (!args.raw_only && !args.async_only) row("h5dcp save", median(t["save"]), gb);
+      if (!args.raw_only && !args.async_only && !args.baselines_only) row("h5dcp save", median(t["save"]), gb);
       if (args.async_only) row("h5dcp async save (total)", median(t["async_total"]), gb);
-      if (measure_memory) {
+      if (full_run) {
         row("h5dcp load", median(t["load"]), gb);
         row("h5dcp resharded load", median(t["reshard"]), gb);
         row("POSIX read (pread 16 MiB)", median(t["posix_read"]), gb);
@@ -785,13 +895,6 @@ int main(int argc, char** argv) {
           row("  load", median(t["transformer_load"]), tgb);
           if (cold) row("  load, cold", median(t["transformer_load_cold"]), tgb);
         }
-        std::printf(
-            "memory a save adds per rank: sync %.1f MB, async %.1f MB (shard %.1f MB, staging %.1f MB held "
-            "already)\n",
-            sync_added / 1e6, async_added / 1e6, per_rank_bytes / 1e6,
-            h5dcp::last_async_save_stats().staging_bytes / 1e6);
-        std::printf("memory a load adds per rank: same sharding %.1f MB, resharded %.1f MB (targets %.1f MB held)\n",
-                    load_added / 1e6, reshard_added / 1e6, per_rank_bytes / 1e6);
       }
     }
     if (!args.json.empty()) {
@@ -818,9 +921,7 @@ int main(int argc, char** argv) {
                   : std::string("null"))
           << ",\n  \"reps\": " << args.reps << ",\n  \"warmup_reps\": " << args.warmup
           << ",\n  \"async_samples\": " << args.async_samples << ",\n  \"correct\": " << (correct ? "true" : "false")
-          << ",\n  \"async_correct\": " << (measure_memory ? (async_correct ? "true" : "false") : "null")
-          << ",\n  \"sync_save_added_bytes\": " << sync_added << ",\n  \"async_save_added_bytes\": " << async_added
-          << ",\n  \"load_added_bytes\": " << load_added << ",\n  \"reshard_added_bytes\": " << reshard_added
+          << ",\n  \"async_correct\": " << (full_run || args.async_only ? (async_correct ? "true" : "false") : "null")
           << ",\n  \"peak_rss_bytes\": " << peak << ",\n  \"shard_bytes\": " << per_rank_bytes
           << ",\n  \"staging_bytes\": " << h5dcp::last_async_save_stats().staging_bytes
           << ",\n  \"async_plans\": {\"planned\": " << plan_cache.planned() << ", \"reused\": " << plan_cache.reused()

@@ -4,7 +4,9 @@
 #   h5dcp-bench under ROMIO (the project default): raw MPI-IO write, the POSIX
 #     limits (pwrite with h5dcp's tricks, O_DIRECT, reads), h5dcp save / load /
 #     resharded load (loads warm and cold) / async save / staging in the
-#     background / 5,000 small tensors saved and loaded, memory;
+#     background / 5,000 small tensors saved and loaded; the memory each of a
+#     save, an async save, a load and a resharded load adds, each in a process
+#     of its own;
 #   the raw MPI-IO write under OMPIO too (the faster component, for reference);
 #   the peer benchmark, PyTorch's own DCP (scripts/dcp_peer_bench.py, in the
 #     project's virtual environment: not h5dcp, run for comparison);
@@ -26,7 +28,8 @@
 # and, as root in a virtual machine with free page reporting, both sides' case
 # once more with that reporting paused (scripts/page_reporting.sh; restored
 # right after, and on exit));
-# SAVE_AB_ROUNDS (5): the same for the 1 GiB save (the save-vs-DCP targets);
+# SAVE_AB_ROUNDS (5): the same for the 1 GiB save, with the save's baselines (raw MPI-IO and POSIX
+# writes) as a third side (the save targets);
 # ASYNC_SAMPLES (3): h5dcp-bench's bare copies and async cases, per repetition.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +69,13 @@ status=0
 echo "== h5dcp-bench (ROMIO), $RANKS ranks, $GIB GiB, $REPS reps"
 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" \
   --async-samples "$ASYNC_SAMPLES" --json "$out/h5dcp.json" "${cold[@]}" | tee "$out/h5dcp.txt" || status=1
+echo "== memory a save, an async save, a load and a resharded load add: each in a process of its own"
+# (in the run above every case's freed buffers stay in glibc's heap and would hide the next one's);
+# "save" first: the loads read the file it leaves.
+for case in save load reshard async; do
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --dir "$DIR" --memory-only "$case" \
+    --json "$out/memory-$case.json" || status=1
+done
 echo "== knobs: early write-back off; ROMIO data sieving and collective buffering off (hints file)"
 H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/apps/h5dcp-bench" \
   --gib "$GIB" --reps "$REPS" --dir "$DIR" --save-only --json "$out/no-writeback.json" | grep "h5dcp save"
@@ -91,12 +101,25 @@ mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --dir "$DIR/dcp" --gib "$GIB
 mkdir -p "$out/ab"
 threads=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["thread_count"])' "$out/dcp.json" 2>/dev/null ||
   echo 2)
-echo "== the 1 GiB save, h5dcp-bench and the peer alternately ($SAVE_AB_ROUNDS rounds of $AB_REPS reps)"
-for round in $(seq "$SAVE_AB_ROUNDS"); do
+# The save's baselines (raw MPI-IO writes, the POSIX writes) run in the same rounds, a process of
+# their own, so that each save target is judged against a baseline timed where the save sits; the
+# three take turns going first.
+save_h5dcp() {
   OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --save-only --no-raw --gib "$GIB" \
     --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/save-h5dcp-$round.json" | grep "h5dcp save" || status=1
+}
+save_dcp() {
   mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --save-only --small-count 0 --gib "$GIB" --reps "$AB_REPS" \
     --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/save-dcp-$round.json" | grep "^save" || status=1
+}
+save_baselines() {
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --baselines-only --gib "$GIB" \
+    --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/save-baselines-$round.json" | grep -E "raw|POSIX|XXH3" || status=1
+}
+save_sides=(save_h5dcp save_dcp save_baselines)
+echo "== the 1 GiB save, h5dcp-bench, the peer and the save's baselines alternately ($SAVE_AB_ROUNDS rounds of $AB_REPS reps)"
+for round in $(seq "$SAVE_AB_ROUNDS"); do
+  for k in 0 1 2; do "${save_sides[$(((round - 1 + k) % 3))]}"; done
 done
 echo "== the transformer case, h5dcp-bench and the peer alternately ($AB_ROUNDS rounds of $AB_REPS reps)"
 for round in $(seq "$AB_ROUNDS"); do

@@ -32,10 +32,22 @@ in tensor i, so that every load is checked bit for bit. Cases:
   async_total    dcp.async_save, until every rank's future has its result
 With --device cuda the tensors live on each rank's GPU (ranks may share one;
 the process group stays gloo), only the cases save, load, reshard (warm and
-cold) and async run, and async_save stages as DCP does for GPUs: a
-DefaultStager with pinned memory, non-blocking copies and staging in the
-background (PyTorch's "zero-overhead" checkpointing); then
-  async_staged   from the call until the staging copy is done (slowest rank)
+cold) and the async ones run, and async_save runs both ways DCP offers for
+GPUs, as its users run them:
+  async_blocking, async_total
+                 FileSystemWriter(cache_staged_state_dict=True), ONE writer
+                 for every save (its pinned staging memory is cached in the
+                 writer object): staging in the call, as h5dcp's async_save
+  async_bg_blocking, async_bg_staged, async_bg_total
+                 a DefaultStager with pinned memory, non-blocking copies and
+                 staging in the background (PyTorch's "zero-overhead"
+                 checkpointing), as h5dcp's async_stage_and_save: the call,
+                 from the call until the staging copy is done, until durable
+                 (slowest rank each)
+On torch <= 2.12 every async save gets a fresh DefaultStager: one reused
+across async_save calls fails on 2.11 (pytorch/pytorch#183413); from 2.13 on
+one stager serves every save. Each case records in the JSON what kind of event it
+times ("event"), so that a report compares only events of the same kind.
 Every case runs once untimed first (the warm-up repetition, in these same
 processes), then REPS timed repetitions. Before every timed case, untimed:
 the old output is removed and every rank calls os.sync() (a settled disk, as
@@ -46,6 +58,7 @@ is chosen by a short trial of 1, 2 and 4 threads first (recorded in the JSON).
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -85,7 +98,7 @@ parser.add_argument("--transformer-vocab", type=int, default=16384)
 parser.add_argument("--transformer-only", action="store_true",
                     help="only the transformer case (bench.sh alternates it with h5dcp-bench's)")
 parser.add_argument("--save-only", action="store_true",
-                    help="only the save, read back and checked after the last repetition, untimed (bench.sh "
+                    help="only the save, read back and checked after each repetition, untimed (bench.sh "
                          "alternates it with h5dcp-bench --save-only)")
 parser.add_argument("--port", default=os.environ.get("MASTER_PORT", "29517"))
 parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the tensors live")
@@ -348,17 +361,30 @@ if args.threads == "auto":
 else:
     threads = int(args.threads)
 
-# One stager for every async save, so that its staging copy is allocated once
-# (by the warm-up repetition) and reused, as h5dcp's async staging memory is: a
-# DefaultStager caches its CPU storages per source tensor. It is passed
-# explicitly because FileSystemWriter's own cached staging
-# (cache_staged_state_dict=True) pins memory, which needs an accelerator.
-# No pinned or shared memory, no staging thread, no non-blocking copies:
-# those options need an accelerator too.
+# DCP's DefaultStager caches its staging copy (CPU storages per source
+# tensor), so DCP's users keep one stager for every async save and its memory
+# is allocated once (by the warm-up repetition) and reused, as h5dcp's async
+# staging memory is. On torch 2.11 a reused DefaultStager fails on its second
+# save (KeyError: <class 'type'>, pytorch/pytorch#183413, a regression fixed
+# later); the workaround, a fresh stager per save, is what DCP's users run
+# there, so each save then allocates its staging memory anew. The peer takes it
+# on every torch up to 2.12 and reuses one stager from 2.13 on.
+# On the CPU: no pinned or shared memory, no staging thread, no non-blocking
+# copies (those options need an accelerator), so it stages in the call.
 # On a GPU: pinned memory, non-blocking copies and staging in the background,
 # DCP's own recipe for overlapping the copy with training.
-async_stager = DefaultStager(StagingOptions(use_pinned_memory=on_gpu, use_shared_memory=False,
-                                            use_async_staging=on_gpu, use_non_blocking_copy=on_gpu))
+TORCH_MINOR = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+STAGER_PER_SAVE = TORCH_MINOR <= (2, 12)
+STAGER_BUG = "https://github.com/pytorch/pytorch/issues/183413"
+stager_options = StagingOptions(use_pinned_memory=on_gpu, use_shared_memory=False,
+                                use_async_staging=on_gpu, use_non_blocking_copy=on_gpu)
+async_stager = None if STAGER_PER_SAVE else DefaultStager(stager_options)
+# DCP's other GPU path: FileSystemWriter stages into pinned memory in the call
+# and caches it in the writer object, so ONE writer serves every save (a new
+# writer per save would allocate and pin the whole state again each time). It
+# makes its directory again on every save (prepare_local_plan).
+cached_writer = writer(async_path, threads, cache_staged_state_dict=True) \
+    if on_gpu else None
 
 small_elems = args.small_kib * 1024 // 4
 
@@ -453,7 +479,8 @@ def save_then_load(name, state_dict, path, make_target, check_target, keep):
 
 only = args.transformer_only or args.save_only
 cases = [] if args.transformer_only else ["save"] if args.save_only else \
-    ["save", "load", "reshard", "async_blocking", "async_total"] + (["async_staged"] if on_gpu else [])
+    ["save", "load", "reshard", "async_blocking", "async_total"] + \
+    (["async_bg_blocking", "async_bg_staged", "async_bg_total"] if on_gpu else [])
 if cold and not only:
     cases += ["load_cold", "reshard_cold"]
 if args.small_count and not only:
@@ -463,9 +490,21 @@ transformer_path = os.path.join(args.dir, "dcp-transformer")
 if transformer:
     cases += ["transformer_save", "transformer_load"] + (["transformer_load_cold"] if cold else [])
 seconds = {c: [] for c in cases}
+
+
+def event(case):
+    """What a case times, so that a report compares only the same kind of event."""
+    if case in ("async_blocking", "async_bg_blocking"):
+        # Where staging happens is where the async save's stager (or cached writer) puts it.
+        return "the call, staging in the background" if case == "async_bg_blocking" else "the call, staging in it"
+    if case == "async_bg_staged":
+        return "until staged in the background"
+    return "until durable" if case.endswith(("save", "_total")) else "until loaded"
+
+
 reporting_settled = []  # seconds waited for free page reporting to settle, before each timed async call
 ok = {c: True for c in cases}
-gpu_staging, gpu_staging_error = ("background" if on_gpu else None), None
+gpu_staging_error = None  # why DCP's background staging could not be measured
 for rep in range(1 + args.reps):
     keep = rep > 0  # repetition 0 is the untimed warm-up
     if args.transformer_only:
@@ -479,11 +518,11 @@ for rep in range(1 + args.reps):
         seconds["save"].append(t)
         conditions.setdefault("save", []).append(c)
     if args.save_only:
-        if rep == args.reps:  # the last save, read back untimed
-            target = state(mesh, False)
-            dcp.load(target, storage_reader=FileSystemReader(save_path))
-            ok["save"] &= check(target, mesh)
-            target = None
+        # Every save read back untimed, as h5dcp-bench --save-only reads back each of its own.
+        target = state(mesh, False)
+        dcp.load(target, storage_reader=FileSystemReader(save_path))
+        ok["save"] &= check(target, mesh)
+        target = None
         continue
 
     for case, m in (("load", mesh), ("reshard", shifted_mesh), ("load_cold", mesh), ("reshard_cold", shifted_mesh)):
@@ -508,71 +547,80 @@ for rep in range(1 + args.reps):
         save_then_load("transformer", transformer, transformer_path, transformer_state, transformer_check, keep)
         settle(transformer_path)  # not left for the next case
 
-    settle(async_path)
-    blocking = [0.0, 0.0]  # the call, until staged
-
     def cached_plans():
         # DCP's plan caching, as h5dcp-bench's async saves reuse their plan
         # (SavePlanCache): the plans are cached across instances.
         return DefaultSavePlanner(enable_plan_caching=True)
 
-    def run_async():
-        t0 = time.perf_counter()
-        if on_gpu and gpu_staging == "in the call":
-            # FileSystemWriter's own staging: pinned CPU copies, cached across
-            # saves, made before the call returns (DCP's async_save without a stager).
-            response = dcp.async_save(saved, storage_writer=writer(async_path, threads, cache_staged_state_dict=True),
-                                      planner=cached_plans(), process_group=async_group)
-        else:
-            response = dcp.async_save(saved, storage_writer=writer(async_path, threads), async_stager=async_stager,
-                                      planner=cached_plans(), process_group=async_group)
-        blocking[0] = time.perf_counter() - t0
-        if on_gpu and gpu_staging == "background":  # an AsyncSaveResponse
-            response.staging_completion.result()
-            blocking[1] = time.perf_counter() - t0
-            response = response.upload_completion
-        else:
-            blocking[1] = blocking[0]
-        response.result()
-
-    if rep == 0 and on_gpu:
-        # Background staging (DefaultStager) is tried first, twice (its cached
-        # staging memory is reused from the second save on); where this torch
-        # cannot stage the state dict so (torch 2.11 on CUDA DTensors: a
-        # KeyError in its deep copy on the second save), DCP's older GPU path
-        # is measured and the error recorded.
-        try:
-            run_async()
-            settle(async_path)
-            run_async()
-        except Exception as e:  # noqa: BLE001 -- any failure of DCP's own staging
-            gpu_staging, gpu_staging_error = "in the call", f"{type(e).__name__}: {e}"
-            settle(async_path)
-            run_async()  # the fallback's own warm-up: its pinned memory allocated once
+    def one_async(background):
+        """One async save from a settled disk, timed, then read back untimed: (the call, until
+        staged, until durable; slowest rank each), the wait for page reporting, whether it read
+        back equal. background: DCP's GPU staging in the background (a DefaultStager); else
+        staging in the call (on a GPU the one cached writer, on the CPU the stager)."""
         settle(async_path)
-    settled = settle_page_reporting()
-    # The shards written in place, untimed, as a training step writes them right
-    # before a checkpoint (times 1: the same bits), as h5dcp-bench does before its call.
-    with torch.no_grad():
-        for value in saved.values():
-            value.to_local().mul_(1)
-    t = timed(run_async)
-    # The async checkpoint is read back too, untimed.
-    target = state(mesh, False)
-    dcp.load(target, storage_reader=FileSystemReader(async_path))
-    good = check(target, mesh)
-    target = None
+        uses_stager = background or not on_gpu
+        # A fresh stager per save where a reused one fails (pytorch/pytorch#183413); made and
+        # closed outside the timing, as its constructor only starts a thread pool.
+        stager = (DefaultStager(stager_options) if STAGER_PER_SAVE else async_stager) if uses_stager else None
+        where = dict(storage_writer=writer(async_path, threads), async_stager=stager) if uses_stager \
+            else dict(storage_writer=cached_writer)
+        settled = settle_page_reporting()
+        # The shards written in place, untimed, as a training step writes them right
+        # before a checkpoint (times 1: the same bits), as h5dcp-bench does before its call.
+        with torch.no_grad():
+            for value in saved.values():
+                value.to_local().mul_(1)
+        times = [0.0, 0.0]  # the call, until staged
+
+        def run():
+            t0 = time.perf_counter()
+            response = dcp.async_save(saved, planner=cached_plans(), process_group=async_group, **where)
+            times[0] = time.perf_counter() - t0
+            if hasattr(response, "staging_completion"):  # an AsyncSaveResponse: staging in the background
+                response.staging_completion.result()
+                times[1] = time.perf_counter() - t0
+                response = response.upload_completion
+            else:
+                times[1] = times[0]
+            response.result()
+
+        try:
+            total = timed(run)
+        finally:
+            if stager is not None and STAGER_PER_SAVE:
+                stager.close()
+        target = state(mesh, False)
+        dcp.load(target, storage_reader=FileSystemReader(async_path))
+        good = check(target, mesh)
+        return slowest(times[0]), slowest(times[1]), total, settled, good
+
+    if "async_bg_blocking" in cases:
+        failed = None
+        try:
+            result = one_async(background=True)
+        except Exception as e:  # noqa: BLE001 -- any failure of DCP's own background staging
+            failed = f"{type(e).__name__}: {e}"
+        if not all_ok(failed is None):
+            # Recorded, and its cases left out: the staging in the call is still measured.
+            gpu_staging_error = failed or "failed on another rank"
+            cases = [c for c in cases if not c.startswith("async_bg_")]
+            settle(async_path)
+        elif keep:
+            call, staged, total, settled, good = result
+            for case, value in (("async_bg_blocking", call), ("async_bg_staged", staged), ("async_bg_total", total)):
+                seconds[case].append(value)
+                ok[case] &= good
+            reporting_settled.append(settled)
+    call, _, total, settled, good = one_async(background=False)
     ok["async_blocking"] &= good
     ok["async_total"] &= good
-    call, staged = slowest(blocking[0]), slowest(blocking[1])
     if keep:
         seconds["async_blocking"].append(call)
-        seconds["async_total"].append(t)
+        seconds["async_total"].append(total)
         reporting_settled.append(settled)
-        if on_gpu:
-            seconds["async_staged"].append(staged)
 
-async_stager.close()
+if async_stager is not None:
+    async_stager.close()
 on_disk = sum(os.path.getsize(os.path.join(save_path, f)) for f in os.listdir(save_path)) \
     if rank == 0 and os.path.isdir(save_path) else 0
 settle(save_path)
@@ -621,17 +669,33 @@ if rank == 0:
                   "process_group": "a gloo group of its own",
                   "planner": "DefaultSavePlanner(enable_plan_caching=True)",
                   "async_stager": ("DefaultStager(StagingOptions(use_pinned_memory, use_async_staging, "
-                                   "use_non_blocking_copy: True; use_shared_memory: False))"
-                                   if gpu_staging == "background" else
-                                   "none: FileSystemWriter(cache_staged_state_dict=True) stages into cached "
-                                   "pinned memory in the call" if on_gpu else
+                                   "use_non_blocking_copy: True; use_shared_memory: False))" if on_gpu else
                                    "DefaultStager(StagingOptions(all False))") +
-                                  ", one for all saves: staging memory allocated once (warm-up) and reused",
-                  "gpu_staging": gpu_staging,
+                                  (", a fresh one for every save (made and closed outside the timing), so "
+                                   "every save allocates its staging memory anew: the workaround for "
+                                   f"pytorch/pytorch#183413 ({STAGER_BUG})" if STAGER_PER_SAVE else
+                                   ", one for all saves: staging memory allocated once (warm-up) and reused"),
+                  "gpu_staging": {"async_*": "in the call (the cached writer)",
+                                  "async_bg_*": "in the background (the DefaultStager)"
+                                  if gpu_staging_error is None else "not measured: it failed"} if on_gpu else None,
+                  # Only where they apply, so that the CPU run's description (which
+                  # scripts/performance_report.py prints whole) stays as it was.
+                  **({"stager_workaround": {
+                      "what": "a fresh DefaultStager for every async_save",
+                      "why": "a DefaultStager reused across async_save calls fails on torch 2.11 "
+                             "(KeyError: <class 'type'>), a regression fixed later; the peer takes this "
+                             "workaround on every torch up to 2.12",
+                      "issue": STAGER_BUG}} if STAGER_PER_SAVE else {}),
+                  **({"cached_writer": "FileSystemWriter(cache_staged_state_dict=True), one writer for all saves: "
+                                      "its pinned staging memory allocated once (warm-up) and reused"}
+                     if on_gpu else {}),
                   "background_staging_error": gpu_staging_error},
         "reshard": "rank r loads the rows of rank (r + 1) % world (DTensor Shard(0) on a permuted mesh)"
                    if world > 1 else "one rank: same as load",
-        "cases": {c: {"seconds": seconds[c], "ok": ok[c],
+        # Marks this peer as the one of issue 47 (DCP run as its users run it, every case's kind of
+        # event recorded): scripts/gpu_report.py compares DCP with h5dcp only in results from it.
+        "peer_revision": 2,
+        "cases": {c: {"seconds": seconds[c], "ok": ok[c], "event": event(c),
                       "bytes": transformer_bytes() if c.startswith("transformer") else nbytes
                       if not c.startswith("small") else
                       args.small_count * small_elems * 4 * (world if c.startswith("small_load") else 1)}
@@ -649,7 +713,7 @@ if rank == 0:
     for c in cases:
         med = result["median_seconds"][c]
         size = result["cases"][c]["bytes"] / 1e9
-        rate = f"{size / med:10.3f} GB/s" if c not in ("async_blocking", "async_staged") else f"{'':15}"
+        rate = f"{size / med:10.3f} GB/s" if event(c) in ("until durable", "until loaded") else f"{'':15}"
         print(f"{c:16} {med:10.3f} s {rate}  ok={ok[c]}")
 dist.barrier()
 dist.destroy_process_group()

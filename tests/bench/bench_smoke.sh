@@ -4,9 +4,13 @@
 # with early write-back off, and as root where the kernel has free page
 # reporting, both sides' once more with it paused), h5dcp-plan-bench at 16
 # ranks x 20 tensors, then
-# performance_report.py over their results (no chart). Both
-# sides check their own loads; this checks that they did (exit codes, "equal")
-# and that the report has every case and target row, each with a figure.
+# performance_report.py over their results (no chart); h5dcp-bench also measures
+# its memory figures in processes of their own (--memory-only) and its save's
+# baselines as a third side of the alternated save round (--baselines-only). Both
+# sides check their own loads; this checks that they did (exit codes, "equal"),
+# that the report has every case and target row, each with a figure, and that
+# no figure in the report or README.md was typed by hand (scripts/check_figures.py,
+# shown to fail on copies with a typed figure).
 # usage: bench_smoke.sh BENCH_EXE PLAN_BENCH_EXE PYTHON MPIEXEC SOURCE_DIR WORK_DIR
 set -euo pipefail
 bench=$1 plan_bench=$2 py=$3 mpiexec=$4 src=$5 work=$6
@@ -24,7 +28,15 @@ export H5DCP_BENCH_SETTLE_LIMIT=0.5
 "$mpiexec" -x H5DCP_BENCH_SETTLE_LIMIT -n 2 "$bench" --gib 0.02 --reps 1 --warmup 0 --async-samples 2 --small-count 40 --no-cold "${tiny_transformer[@]}" --dir "$work/h5dcp" \
   --json "$work/out/h5dcp.json" > "$work/out/h5dcp.txt" || fail "h5dcp-bench failed: $(cat "$work/out/h5dcp.txt")"
 grep -q "every load checked: equal" "$work/out/h5dcp.txt" || fail "h5dcp-bench: loads not equal"
-grep -q "async checkpoints read back: equal" "$work/out/h5dcp.txt" || fail "h5dcp-bench: async checkpoints not equal"
+grep -q "async checkpoints read back (every timed one): equal" "$work/out/h5dcp.txt" ||
+  fail "h5dcp-bench: async checkpoints not equal"
+# The memory figures, each in a process of its own, as bench.sh measures them ("save" first: the
+# loads read its file).
+for case in save load reshard async; do
+  "$mpiexec" -n 2 "$bench" --gib 0.02 --dir "$work/h5dcp" --memory-only "$case" --json "$work/out/memory-$case.json" \
+    > "$work/out/memory-$case.txt" || fail "h5dcp-bench --memory-only $case failed: $(cat "$work/out/memory-$case.txt")"
+  grep -q "read back: equal" "$work/out/memory-$case.txt" || fail "h5dcp-bench --memory-only $case: not equal"
+done
 "$mpiexec" -x H5DCP_BENCH_SETTLE_LIMIT -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --dir "$work/dcp" --gib 0.02 --reps 1 --threads 1 \
   --small-count 40 --no-cold "${tiny_transformer[@]}" --port $((29600 + RANDOM % 300)) --json "$work/out/dcp.json" > "$work/out/dcp.txt" \
   || fail "the DCP peer failed: $(cat "$work/out/dcp.txt")"
@@ -74,6 +86,12 @@ grep -q "raw MPI-IO" "$work/out/save-ab.txt" && fail "h5dcp-bench --no-raw wrote
 "$mpiexec" -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --save-only --dir "$work/dcp" --gib 0.02 --reps 2 --threads 1 \
   --small-count 0 --no-cold --port $((29600 + RANDOM % 300)) --json "$work/out/ab/save-dcp-1.json" \
   > "$work/out/save-ab-dcp.txt" || fail "the DCP peer's --save-only failed: $(cat "$work/out/save-ab-dcp.txt")"
+# ... and the save's baselines, a third side of the round (--baselines-only).
+"$mpiexec" -n 2 "$bench" --baselines-only --gib 0.02 --reps 2 --warmup 0 --dir "$work/h5dcp" \
+  --json "$work/out/ab/save-baselines-1.json" > "$work/out/save-ab-baselines.txt" ||
+  fail "h5dcp-bench --baselines-only failed: $(cat "$work/out/save-ab-baselines.txt")"
+grep -q "h5dcp save" "$work/out/save-ab-baselines.txt" &&
+  fail "h5dcp-bench --baselines-only saved: $(cat "$work/out/save-ab-baselines.txt")"
 "$plan_bench" --ranks 16 --tensors 20 > "$work/out/plan.txt" || fail "h5dcp-plan-bench failed: $(cat "$work/out/plan.txt")"
 "$py" "$src/scripts/damon_state.py" > "$work/out/damon-after.json" || fail "damon_state.py failed"
 "$py" "$src/scripts/performance_report.py" "$work/out" "$work/PERFORMANCE.md" - || fail "the report failed"
@@ -237,5 +255,46 @@ for row in "h5dcp save, alternated rounds | fastest of 2 |" "h5dcp save, alterna
   grep -F "| $row" "$report" | grep -Eq "^\| [^|]+ \| [^|]+ \| [0-9]+\.[0-9]{3} \| [0-9]+\.[0-9]{3} \|" ||
     fail "the conditions table has no row '$row' with its seconds and CPU time: $(grep -F "alternated rounds |" "$report")"
 done
+# The save's targets against the POSIX and raw writes take the baselines of the alternated round,
+# and the POSIX one says how h5dcp's save fares against the write that does its work.
+grep -F "| save ≥ 0.9 × the POSIX write that does h5dcp's work" "$report" |
+  grep -Eq "\| [0-9]+\.[0-9]{2,3} × its speed \(h5dcp's save [0-9]+\.[0-9]{3} s against [0-9]+\.[0-9]{3} s, medians of the 1 round" ||
+  fail "the POSIX target does not take the alternated baselines: $(grep -F "| save ≥ 0.9 × the POSIX" "$report")"
+grep -F "| save ≥ 0.9 × raw MPI-IO write" "$report" | grep -q "medians of the 1 round" ||
+  fail "the raw-write target does not take the alternated baselines: $(grep -F "| save ≥ 0.9 × raw" "$report")"
+for row in "raw MPI-IO write, alternated with the saves (1 round) |" \
+  "POSIX pwrite + fsync, h5dcp's tricks, XXH3 of every byte, published, alternated with the saves (1 round) |"; do
+  grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|" || fail "the report has no row '$row'"
+done
+# The memory targets give the fresh processes' figures and say how they were taken.
+for target in "memory a save adds" "memory a load adds"; do
+  grep -F "| $target" "$report" | grep -q "MB (limit [0-9]* MB; each from a process of its own" ||
+    fail "the target '$target' does not give the fresh processes' figures: $(grep -F "| $target" "$report")"
+done
+grep -q "It reads back every timed async and staged save, untimed, once its sample is done: equal." "$report" ||
+  fail "the report does not say that every async save was read back"
 grep -q "check failed" "$report" && fail "a side's check failed: $(grep "check failed" "$report")"
+# No figure typed by hand: every figure in the report comes from the run (or is a constant the
+# generator declares), and README.md carries no measured figure (scripts/check_figures.py).
+"$py" "$src/scripts/check_figures.py" report "$src/scripts/performance_report.py" "$work/out" ||
+  fail "the report carries a figure the run did not produce"
+"$py" "$src/scripts/check_figures.py" readme "$src/README.md" || fail "README.md carries a measured figure"
+# ... and the check fails where one is typed: a figure planted in copies of the generator (one typed
+# into its text, one computed from a literal) and of README.md.
+"$py" - "$src/scripts/performance_report.py" "$work/typed_report.py" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+for old, new in (("The POSIX write puts the same bytes", "The POSIX write, 12 % faster, puts the same bytes"),
+                 ("(dd oflag=direct) bypasses the page cache", "(dd oflag=direct, {2.5} × h5dcp) bypasses the page cache")):
+    assert old in text, old
+    text = text.replace(old, new)
+open(sys.argv[2], "w").write(text.replace('"  (dd oflag=direct,', 'f"  (dd oflag=direct,'))
+PY
+"$py" "$src/scripts/check_figures.py" report "$work/typed_report.py" "$work/out" 2> "$work/typed.txt" &&
+  fail "check_figures.py passed a report with typed figures"
+grep -q "typed_report.py:[0-9]*: '12'" "$work/typed.txt" && grep -q "the report: '2.5'" "$work/typed.txt" ||
+  fail "check_figures.py did not name the typed figures: $(cat "$work/typed.txt")"
+sed 's/^## .*/& (about 1.4 × faster)/' "$src/README.md" > "$work/README-typed.md"
+"$py" "$src/scripts/check_figures.py" readme "$work/README-typed.md" 2> /dev/null &&
+  fail "check_figures.py passed a README with a typed figure"
 echo "bench_smoke: both sides ran and checked their loads; the report has every row and target"
