@@ -22,9 +22,12 @@ scripts/build.sh
 build=${H5DCP_BUILD_DIR:-build}
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 source scripts/venv-paths.sh
-# Hostile inputs first: every subcommand on damaged and malicious files.
+# Hostile inputs first: every subcommand on damaged and malicious files, from
+# every tests/hostile/make_hostile_*.py (as tests/hostile/CMakeLists.txt runs them).
+generators=()
+for g in tests/hostile/make_hostile_*.py; do generators+=(--generator "$g"); done
 "$H5DCP_VENV/bin/python" tests/hostile/run_hostile.py --h5dcp "$build/apps/h5dcp" --python "$H5DCP_VENV/bin/python" \
-  --generator tests/hostile/make_hostile_h5.py --generator tests/hostile/make_hostile_pt.py \
+  "${generators[@]}" \
   --workdir "${WORKDIR:-/tmp/h5dcp-reliability}-hostile" --json "$build/hostile.json" >/dev/null
 "$H5DCP_VENV/bin/python" tests/reliability/reliability.py --hostile-json "$build/hostile.json" --trial "$build/tests/h5dcp_fault_trial" --mpiexec mpiexec \
   --workdir "${WORKDIR:-/tmp/h5dcp-reliability}" --kills "${KILLS:-20}" --flips "${FLIPS:-400}" \

@@ -14,7 +14,9 @@ usage:
       a class outside DCP's (whose reduce would run a command), an unknown
       version, a transformed item, an item outside the directory, chunks
       that leave a gap, an item of another tensor, an item that is not an
-      archive; a truncated .distcp.
+      archive; a truncated .distcp; two chunks at one item (overlapping
+      bytes), a planner_data path 150,000 keys deep, a FIFO .distcp, a
+      .distcp and a .metadata that are links leading out of the directory.
   dcp_test.py import CLI MPIEXEC DIR RANKS
       each saved{N} -> `h5dcp convert` on RANKS ranks -> every tensor and value
       equal, bit for bit, to what DCP itself loads from the directory
@@ -22,7 +24,8 @@ usage:
       dcp_to_torch_save does); the checkpoint verifies.
   dcp_test.py hostile CLI MPIEXEC DIR
       every hostile directory: `h5dcp convert` fails on 1 and 3 ranks with the
-      expected message, writes nothing, and the hostile command never ran.
+      expected message and exit code 3 within seconds, writes nothing, and
+      the hostile command never ran.
   dcp_test.py export CLI MPIEXEC DIR RANKS CHECKPOINT...
       each checkpoint -> `h5dcp convert CKPT DIR/exported/<name>` on RANKS
       ranks (twice: --force replaces the first) -> DCP's own whole load of the
@@ -36,6 +39,7 @@ import subprocess
 import struct
 import sys
 import tempfile
+import time
 import warnings
 
 import torch
@@ -128,10 +132,17 @@ HOSTILE = {
     "transformed": "is stored transformed",
     "outside": "not the name of a file in the checkpoint directory",
     "gap": "'rows'",
-    "other_item": "and .metadata says",
+    "other_item": "overlap in the data file",
     "not_archive": "are not a zip archive",
     "truncated": "truncated",
+    "overlap": "overlap in the data file '__0_0.distcp'; each byte of a data file belongs to one item",
+    "deep_path": "in planner_data nests 150000 keys deep; h5dcp reads checkpoints nested less than 256 deep",
+    "fifo_data": "__0_0.distcp' is a FIFO, and a DCP data file must be a regular file",
+    "link_data": "__0_0.distcp' (a DCP data file) leads to '",
+    "link_metadata": ".metadata' (a DCP .metadata) leads to '",
 }
+# Each of these must fail within the bound (seconds), not at the test's timeout.
+HOSTILE_SECONDS = 60
 
 
 def make_hostile(source, directory):
@@ -166,10 +177,32 @@ def make_hostile(source, directory):
         with open(path, "r+b") as f:
             f.truncate(os.path.getsize(path) // 2)
 
+    def overlap(md, _):
+        # Two chunks of 'rows' at one item: one archive, two meanings.
+        keys = [k for k in md.storage_data if k.fqn == "rows"]
+        md.storage_data[keys[1]] = md.storage_data[keys[0]]
+
+    def deep_path(md, _):
+        md.planner_data["plain"] = ("a",) * 150000
+
+    def replace_data(make_file):
+        def change(md, target):
+            path = os.path.join(target, "__0_0.distcp")
+            os.remove(path)
+            make_file(path)
+        return change
+
+    outside_file = os.path.abspath(os.path.join(source, "__0_0.distcp"))
     for name, change in [("evil_class", evil), ("version", version), ("transformed", transformed),
                          ("outside", outside), ("gap", gap), ("other_item", other_item),
-                         ("not_archive", not_archive), ("truncated", truncated)]:
+                         ("not_archive", not_archive), ("truncated", truncated), ("overlap", overlap),
+                         ("deep_path", deep_path), ("fifo_data", replace_data(os.mkfifo)),
+                         ("link_data", replace_data(lambda p: os.symlink(outside_file, p))),
+                         ("link_metadata", lambda md, _: None)]:
         hostile_variant(source, os.path.join(directory, name), change)
+    metadata = os.path.join(directory, "link_metadata", ".metadata")
+    os.remove(metadata)
+    os.symlink(os.path.abspath(os.path.join(source, ".metadata")), metadata)
 
 
 def make(directory):
@@ -260,10 +293,16 @@ def hostile(args):
             dst = os.path.join(args.dir, "hostile_out.h5")
             if os.path.exists(dst):
                 os.remove(dst)
+            started = time.monotonic()
             done = run(cli(args, ranks, ["convert", source, dst]), expect_ok=False)
+            seconds = time.monotonic() - started
             text = done.stdout + done.stderr
             if done.returncode == 0:
                 failures.append("%s on %d ranks was converted" % (name, ranks))
+            elif done.returncode != 3:
+                failures.append("%s on %d ranks exited %d, not 3:\n%s" % (name, ranks, done.returncode, text))
+            if seconds > HOSTILE_SECONDS:
+                failures.append("%s on %d ranks took %.0f s" % (name, ranks, seconds))
             elif expected not in text:
                 failures.append("%s on %d ranks: expected %r in:\n%s" % (name, ranks, expected, text))
             if os.path.exists(dst):

@@ -42,6 +42,14 @@ seeds = {
     "index": index({"metadata": {"total_size": 22}, "weight_map": {"model/a": "model-00001-of-00002.safetensors",
                                                                    "b": "model-00002-of-00002.safetensors"}}),
     "index_escape": index({"weight_map": {"a": "../outside.safetensors"}}),
+    # One key, two meanings: a JSON key twice (at the top, in a tensor, in
+    # the index's weight_map), a tensor at a __metadata__ value.
+    "duplicate_key": header(22, '{"b": %s, "model/a": %s, "b": %s}' % (json.dumps(b), json.dumps(a), json.dumps(b))),
+    "duplicate_field": header(16, '{"a": {"dtype": "F32", "dtype": "I8", "shape": [2, 2], "data_offsets": [0, 16]}}'),
+    "metadata_clash": header(16, {"__metadata__": {"format": "pt"}, "__metadata__/format": a}),
+    "index_duplicate": index('{"weight_map": {"a": "one.safetensors", "a": "two.safetensors"}}'),
+    # A name nesting far past kMaxContainerDepth (the header parses; the index refuses it).
+    "deep_name": header(16, {"a/" * 20000 + "a": a}),
 }
 for name, data in seeds.items():
     with open(os.path.join(out, name + ".bin"), "wb") as f:

@@ -25,8 +25,8 @@ import xxhash
 LIBVER = ("v108", "v108")
 
 
-def new_file(path):
-    f = h5py.File(path, "w", libver=LIBVER, track_order=False)
+def new_file(path, libver=LIBVER):
+    f = h5py.File(path, "w", libver=libver, track_order=False)
     f.attrs["h5dcp.format_version"] = np.array([1, 1], dtype="<i8")
     f.attrs["h5dcp.library_version"] = "0.1.0"
     f.attrs["h5dcp.world_size"] = np.array([1], dtype="<i8")
@@ -80,9 +80,9 @@ def value(parent, name, encoding, data):
 CASES = []
 
 
-def case(name, what):
+def case(name, what, libver=LIBVER):
     def register(fn):
-        CASES.append((name, what, fn))
+        CASES.append((name, what, fn, libver))
         return fn
     return register
 
@@ -110,6 +110,86 @@ def _(f):
 def _(f):
     g = group(f, "g")
     g["g"] = h5py.ExternalLink("refuse-external-link.h5", "/g")
+
+
+# --- reads outside the input (issue 48): the raw data of a dataset in another file ---
+
+# A file outside every input: a relative external-storage path or a VDS names it.
+OUTSIDE_SECRET = "outside-secret.bin"
+SECRET_BYTES = bytes(range(256)) * 4
+
+
+def outside_file(f, name, data):
+    """Writes `data` as the file `name` beside the checkpoint `f` (not itself an input: no refuse-/accept- name)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(f.filename)), name)
+    with open(path, "wb") as out:
+        out.write(data)
+    return path
+
+
+def external_tensor(parent, name, external, content):
+    """A valid uint8 tensor of len(content) elements whose raw data lives in `external` (h5py's external=:
+    [(file, offset, size)]); its checksum is of `content`, the bytes there, so only the layout is wrong."""
+    n = len(content)
+    d = parent.create_dataset(name, shape=(n,), dtype="u1", external=external)
+    tensor_attrs(d, name, "uint8", [[0]], [[n]])
+    d.attrs["h5dcp.checksum_rows"] = np.array([n], dtype="<i8")
+    d.attrs["h5dcp.checksums"] = np.array([xxhash.xxh3_64_intdigest(content)], dtype="<u8")
+    return d
+
+
+def system_file():
+    """An absolute path outside the input that every Unix has, and its first 64 bytes."""
+    for path in ("/etc/passwd", "/etc/hostname", "/etc/os-release"):
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(64)
+        except OSError:
+            continue
+        if len(head) == 64:
+            return path, head
+    raise SystemExit("make_hostile_h5: no readable system file of 64 bytes for the external-storage case")
+
+
+@case("refuse-external-storage.h5",
+      "a valid uint8 tensor whose raw data is external storage: the first 64 bytes of /etc/passwd, by absolute path")
+def _(f):
+    path, head = system_file()
+    external_tensor(f, "w", [(path, 0, len(head))], head)
+
+
+@case("refuse-external-storage-relative.h5",
+      "a valid uint8 tensor whose raw data is external storage in '" + OUTSIDE_SECRET + "', a file beside the input, "
+      "by relative path")
+def _(f):
+    outside_file(f, OUTSIDE_SECRET, SECRET_BYTES)
+    external_tensor(f, "w", [(OUTSIDE_SECRET, 0, 256)], SECRET_BYTES[:256])
+
+
+@case("refuse-external-storage-value.h5",
+      "a 'bytes' value dataset whose bytes are external storage in '" + OUTSIDE_SECRET + "' (relative path)")
+def _(f):
+    outside_file(f, OUTSIDE_SECRET, SECRET_BYTES)
+    tensor(f, "w", np.arange(4, dtype="<f4"))
+    d = f.create_dataset("blob", shape=(128,), dtype="u1", external=[(OUTSIDE_SECRET, 128, 128)])
+    d.attrs["h5dcp.key"] = "blob"
+    d.attrs["h5dcp.kind"] = "bytes"
+
+
+@case("refuse-virtual-dataset.h5",
+      "a valid float32 tensor that is a virtual dataset (VDS) sourcing /data of 'outside-vds-source.h5', "
+      "a file beside the input", libver=("v110", "v110"))
+def _(f):
+    data = np.arange(64, dtype="<f4")
+    source = os.path.join(os.path.dirname(os.path.abspath(f.filename)), "outside-vds-source.h5")
+    with h5py.File(source, "w", libver=LIBVER) as s:
+        s.create_dataset("data", data=data)
+    layout = h5py.VirtualLayout(shape=data.shape, dtype="<f4")
+    layout[:] = h5py.VirtualSource("outside-vds-source.h5", "data", shape=data.shape)
+    d = f.create_virtual_dataset("w", layout)
+    tensor_attrs(d, "w", "float32", [[0]], [[64]])
+    d.attrs["h5dcp.checksum_rows"] = np.array([64], dtype="<i8")
+    d.attrs["h5dcp.checksums"] = np.array([xxhash.xxh3_64_intdigest(data.tobytes())], dtype="<u8")
 
 
 @case("refuse-dangling-soft-link.h5", "/w is a soft link to nothing")
@@ -316,9 +396,9 @@ def _(f):
 
 def write_all(out):
     os.makedirs(out, exist_ok=True)
-    for name, what, fn in CASES:
+    for name, what, fn, libver in CASES:
         path = os.path.join(out, name)
-        with new_file(path) as f:
+        with new_file(path, libver) as f:
             fn(f)
         if name == "refuse-truncated.h5":
             with open(path, "r+b") as fh:

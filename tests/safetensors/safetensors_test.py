@@ -8,7 +8,10 @@ usage:
       0-d, empty and uneven tensors and a __metadata__; DIR/hostile/*: headers
       that lie (offsets past the data, overlapping ranges, a gap, a length
       past the file, an unknown dtype, a shape that is not the bytes, not
-      JSON, a truncated file) and an index naming a file outside its directory.
+      JSON, a truncated file), an index naming a file outside its directory,
+      a key twice, a tensor at a __metadata__ value, a name 300,000 keys
+      deep, a FIFO shard, shards that are links leading out of the directory
+      (and one that stays inside, which converts).
   safetensors_test.py roundtrip CLI MPIEXEC DIR RANKS
       every.safetensors -> checkpoint (RANKS ranks) -> equal to load_file bit
       for bit (h5dcp.load_state_dict) and verified; -> one .safetensors file
@@ -17,7 +20,8 @@ usage:
       equal again.
   safetensors_test.py hostile CLI MPIEXEC DIR
       every hostile file: `h5dcp convert` fails on 1 and 2 ranks with the
-      expected message on every rank, and writes nothing.
+      expected message on every rank, exit code 3, within seconds, and writes
+      nothing.
   safetensors_test.py select CLI MPIEXEC DIR CHECKPOINT
       --prefix (names relative to it, as Hugging Face names a module's
       weights), --key selections, a complex128 tensor refused by name, values
@@ -25,8 +29,10 @@ usage:
 """
 import json
 import os
+import shutil
 import struct
 import sys
+import time
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -86,7 +92,8 @@ def header_of(path):
 
 
 def make(directory):
-    os.makedirs(os.path.join(directory, "hostile"), exist_ok=True)
+    shutil.rmtree(os.path.join(directory, "hostile"), ignore_errors=True)  # links and FIFOs are not overwritten
+    os.makedirs(os.path.join(directory, "hostile"))
     save_file(reference(), os.path.join(directory, "every.safetensors"), metadata=METADATA)
     good = {"a": torch.arange(4, dtype=torch.float32), "b": torch.arange(2, dtype=torch.int16)}
 
@@ -112,6 +119,33 @@ def make(directory):
     os.makedirs(os.path.join(directory, "hostile", "escape"), exist_ok=True)
     with open(os.path.join(directory, "hostile", "escape", "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": {"a": "../every.safetensors"}}, f)
+    # Two meanings at one key: a JSON key twice, a tensor at a __metadata__ value.
+    text = json.dumps({"a": a, "b": b})
+    raw = text[:-1] + ', "a": ' + json.dumps(a) + "}"
+    with open(os.path.join(directory, "hostile", "duplicate_key.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw.encode() + data)
+    with_header("metadata_clash.safetensors", {"__metadata__": {"format": "pt"}, "__metadata__/format": a, "b": b},
+                data)
+    # 300,000 levels in 600 KB: refused before any container is indexed.
+    with_header("deep_name.safetensors", {"a/" * 300000 + "a": a, "b": b}, data)
+
+    def shard_set(name, shard, index_text=None):
+        """DIR/hostile/NAME: an index mapping 'a' and 'b' to SHARD, made by shard(path)."""
+        target = os.path.join(directory, "hostile", name)
+        os.makedirs(target, exist_ok=True)
+        shard(os.path.join(target, "shard.safetensors"))
+        with open(os.path.join(target, "model.safetensors.index.json"), "w") as f:
+            f.write(index_text or json.dumps({"weight_map": {"a": "shard.safetensors", "b": "shard.safetensors"}}))
+
+    good_path = os.path.join(directory, "hostile", "good.safetensors")
+    save_file(good, good_path)
+    shard_set("fifo_shard", os.mkfifo)
+    shard_set("link_outside", lambda p: os.symlink(os.path.abspath(good_path), p))
+    shard_set("link_inside", lambda p: (shutil.copyfile(good_path, p + ".real"), os.symlink("shard.safetensors.real", p)))
+    shard_set("duplicate_index_key", lambda p: shutil.copyfile(good_path, p),
+              '{"weight_map": {"a": "shard.safetensors", "b": "shard.safetensors", "a": "other.safetensors"}}')
+    os.makedirs(os.path.join(directory, "hostile", "link_directory"), exist_ok=True)
+    os.symlink(os.path.abspath(good_path), os.path.join(directory, "hostile", "link_directory", "model.safetensors"))
     print("wrote every.safetensors (%d tensors) and %d hostile files" % (len(reference()),
                                                                           len(os.listdir(os.path.join(directory, "hostile")))))
     return 0
@@ -127,7 +161,16 @@ HOSTILE = {
     "not_json.safetensors": "its header is not JSON",
     "truncated.safetensors": "tensor 'a' lies about its offsets: [0, 16) is not inside the 10 bytes of data",
     "escape": "names the file '../every.safetensors', which is not a plain file name in the index's directory",
+    "duplicate_key.safetensors": "its header holds the key 'a' twice in one object (one name, one meaning)",
+    "metadata_clash.safetensors": "'__metadata__/format' is both a tensor and a __metadata__ value",
+    "deep_name.safetensors": "nests 300001 keys deep; h5dcp reads checkpoints nested less than 256 deep",
+    "fifo_shard": "shard.safetensors' is a FIFO, and a safetensors file must be a regular file",
+    "link_outside": "shard.safetensors' (a shard its index names) leads to '",
+    "link_directory": "model.safetensors' (the safetensors file of the directory) leads to '",
+    "duplicate_index_key": "is not a valid safetensors index: it holds the key 'a' twice in one object",
 }
+# Each of these must fail within the bound (seconds), not at the test's timeout.
+HOSTILE_SECONDS = 60
 
 
 def hostile(args):
@@ -138,10 +181,16 @@ def hostile(args):
             dst = os.path.join(args.dir, "hostile_out.h5")
             if os.path.exists(dst):
                 os.remove(dst)
+            started = time.monotonic()
             done = run(cli(args, ranks, ["convert", src, dst]), expect_ok=False)
+            seconds = time.monotonic() - started
             text = done.stdout + done.stderr
             if done.returncode == 0:
                 failures.append("%s on %d ranks was converted" % (name, ranks))
+            elif done.returncode != 3:
+                failures.append("%s on %d ranks exited %d, not 3:\n%s" % (name, ranks, done.returncode, text))
+            if seconds > HOSTILE_SECONDS:
+                failures.append("%s on %d ranks took %.0f s" % (name, ranks, seconds))
             elif text.count(expected) < (ranks if ranks > 1 else 1) and expected not in text:
                 failures.append("%s on %d ranks: expected %r in:\n%s" % (name, ranks, expected, text))
             if os.path.exists(dst):
@@ -149,6 +198,13 @@ def hostile(args):
             leftovers = [f for f in os.listdir(args.dir) if ".h5dcp-partial." in f]
             if leftovers:
                 failures.append("%s on %d ranks left temporary files %s" % (name, ranks, leftovers))
+    # A link that stays inside the directory is allowed.
+    dst = os.path.join(args.dir, "hostile_out.h5")
+    done = run(cli(args, 1, ["convert", os.path.join(args.dir, "hostile", "link_inside"), dst]), expect_ok=False)
+    if done.returncode != 0:
+        failures.append("link_inside was refused:\n%s%s" % (done.stdout, done.stderr))
+    if os.path.exists(dst):
+        os.remove(dst)
     for f in failures:
         print("FAIL:", f)
     print("hostile: %d files x 2 rank counts, %s" % (len(HOSTILE), "all refused clearly" if not failures else

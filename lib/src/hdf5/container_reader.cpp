@@ -221,6 +221,7 @@ class IndexWalk {
       return;
     }
     if (info.type != H5O_TYPE_DATASET) throw FormatError("h5dcp: " + where + " is neither a group nor a dataset");
+    require_data_in_file(object.get(), where);
     const auto kind = read_string_attribute(object.get(), layout::kKind, where);
     if (kind == layout::kTensor) {
       auto tensor = read_tensor_metadata(object.get(), fqn, where, budget_, require_exact_tiling_);

@@ -66,6 +66,21 @@ void check_fully_stored(hid_t dataset, std::int64_t bytes, const std::string& wh
                       " bytes: its data was never written, the checkpoint is damaged");
 }
 
+void require_data_in_file(hid_t dataset, const std::string& where) {
+  Handle dcpl(check_id(H5Dget_create_plist(dataset), "H5Dget_create_plist"), H5Pclose);
+  const auto layout = H5Pget_layout(dcpl.get());
+  const auto external = H5Pget_external_count(dcpl.get());
+  if (layout < 0 || external < 0) throw FormatError("h5dcp: the storage layout of " + where + " cannot be read");
+  if (layout == H5D_VIRTUAL)
+    throw FormatError("h5dcp: " + where +
+                      " is a virtual dataset (its data is mapped from other datasets, possibly in other files): "
+                      "h5dcp writes every dataset's data into the checkpoint itself and reads no other file");
+  if (external != 0)
+    throw FormatError("h5dcp: " + where + " keeps its data in external files (HDF5 external storage, " +
+                      std::to_string(external) + (external == 1 ? " file" : " files") +
+                      "): h5dcp writes every dataset's data into the checkpoint itself and reads no other file");
+}
+
 Handle create_value_dataset(hid_t parent, const std::string& name, hid_t lcpl, const std::string& encoding,
                             std::size_t payload_size) {
   const auto shape = value_shape(encoding, payload_size);

@@ -32,4 +32,11 @@ std::string read_value(hid_t dataset, const std::string& encoding, const std::st
 /// HDF5 would hand back fill values, or allocate them, for all of it.
 void check_fully_stored(hid_t dataset, std::int64_t bytes, const std::string& where);
 
+/// Throws FormatError naming `where` when the data of `dataset` is not in the
+/// file itself: external storage (raw data in other files, by any path) or a
+/// virtual dataset (mapped from other datasets, possibly of other files).
+/// h5dcp writes neither, and reading one would read files that are not part
+/// of the checkpoint (issue 48): checked before any of its data is read.
+void require_data_in_file(hid_t dataset, const std::string& where);
+
 }  // namespace h5dcp::detail

@@ -101,8 +101,10 @@ class DcpIndexer {
     const auto it = file_numbers_.find(relative_path);
     if (it != file_numbers_.end()) return it->second;
     const auto path = src_ + "/" + relative_path;
+    detail::require_inside(src_, path, "a DCP data file");
+    const auto fd = detail::open_input_file(path, "a DCP data file");
     struct stat info {};
-    if (::stat(path.c_str(), &info) != 0)
+    if (::fstat(fd.get(), &info) != 0)
       throw IoError("h5dcp: the DCP data file '" + path + "' cannot be read: " + std::strerror(errno));
     const auto number = static_cast<std::uint32_t>(index_.files.size());
     index_.files.push_back(path);
@@ -168,6 +170,7 @@ SaveResult dcp_to_checkpoint(const std::string& src, const std::string& dst, con
   return detail::convert_index_to_checkpoint(
       [&] {
         const auto path = src + "/.metadata";
+        detail::require_inside(src, path, "a DCP .metadata");
         const auto pickle = detail::read_small_file(path, kMaxMetadataBytes, "a DCP .metadata");
         const auto md = detail::read_dcp_metadata(pickle, "'" + path + "'");
         return detail::encode(DcpIndexer(src, md).run());

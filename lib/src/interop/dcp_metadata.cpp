@@ -61,6 +61,7 @@ class MetadataReader {
         md.paths.emplace(fqn, path_of(*value, fqn));
       }
     }
+    require_disjoint_items(md);
     return md;
   }
 
@@ -193,6 +194,11 @@ class MetadataReader {
   std::vector<DcpPathStep> path_of(const Object& o, const std::string& fqn) const {
     if ((o.kind != Kind::Tuple && o.kind != Kind::List) || o.items.empty())
       fail("the path of '" + fqn + "' in planner_data is " + pickle::describe(o));
+    // Refused before its fqn is built: the reader refuses such nesting, and a
+    // deep path would index depth x length bytes of containers.
+    if (o.items.size() > kMaxContainerDepth)
+      fail("the path of '" + fqn + "' in planner_data nests " + std::to_string(o.items.size()) +
+           " keys deep; h5dcp reads checkpoints nested less than " + std::to_string(kMaxContainerDepth) + " deep");
     std::vector<DcpPathStep> path;
     for (const auto& step : o.items) {
       if (step->kind == Kind::Str)
@@ -203,6 +209,42 @@ class MetadataReader {
         fail("the path of '" + fqn + "' in planner_data holds " + pickle::describe(*step));
     }
     return path;
+  }
+
+  // Every byte of a data file belongs to one item at most (a rule on
+  // hostile inputs, not a limit with a value). Two keys at one byte range would be one archive read as two
+  // things, and its pickle parsed once per key: thousands of chunks naming
+  // one item multiply the work of a small file. With items disjoint (and,
+  // checked when the files are opened, inside their files), the pickles
+  // parsed in a conversion add up to at most the data files' bytes, each
+  // within the pickle reader's per-byte budget.
+  void require_disjoint_items(const DcpMetadata& md) const {
+    struct Placed {
+      const DcpItem* item;
+      std::string name;
+    };
+    std::map<std::string, std::vector<Placed>> by_file;
+    for (const auto& [fqn, t] : md.tensors)
+      for (const auto& chunk : t.chunks)
+        by_file[chunk.item.relative_path].push_back(
+            {&chunk.item, "the chunk " + describe_box(chunk.box) + " of '" + fqn + "'"});
+    for (const auto& [fqn, item] : md.values) by_file[item.relative_path].push_back({&item, "'" + fqn + "'"});
+    auto end = [](const Placed& p) { return p.item->offset + p.item->length; };  // both < 2**63
+    auto range = [&](const Placed& p) {
+      return p.name + " (bytes [" + std::to_string(p.item->offset) + ", " + std::to_string(end(p)) + "))";
+    };
+    for (auto& [file, items] : by_file) {
+      std::sort(items.begin(), items.end(),
+                [](const Placed& a, const Placed& b) { return a.item->offset < b.item->offset; });
+      const Placed* reach = nullptr;  // of the items before, the one that ends last
+      for (const auto& p : items) {
+        if (p.item->length == 0) continue;
+        if (reach != nullptr && end(*reach) > p.item->offset)
+          fail(range(*reach) + " and " + range(p) + " overlap in the data file '" + file +
+               "'; each byte of a data file belongs to one item");
+        if (reach == nullptr || end(p) > end(*reach)) reach = &p;
+      }
+    }
   }
 
   const std::string& what_;

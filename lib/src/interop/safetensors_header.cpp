@@ -1,6 +1,5 @@
 #include "interop/safetensors_header.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/key_escape.hpp"
 #include "h5dcp/error.hpp"
@@ -57,6 +57,22 @@ std::string shown(std::string_view name) { return "'" + printable_key(name) + "'
 std::uint64_t unsigned_of(const Json& j, const std::string& what, const std::string& where) {
   if (!j.is_number_unsigned()) bad(what, where + " is not a non-negative integer");
   return j.get<std::uint64_t>();
+}
+
+// nlohmann::json keeps one value of a key that an object holds twice, and
+// says nothing: a header or index whose key appears twice means two things,
+// so it is refused, at every level of objects. `duplicate` throws.
+template <typename Duplicate>
+Json parse_unique_keys(std::string_view text, Duplicate&& duplicate) {
+  std::vector<std::set<std::string>> keys;  // of each object being parsed, the innermost last
+  const Json::parser_callback_t check = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) keys.emplace_back();
+    if (event == Json::parse_event_t::object_end) keys.pop_back();
+    if (event == Json::parse_event_t::key && !keys.back().insert(parsed.get_ref<const std::string&>()).second)
+      duplicate(parsed.get_ref<const std::string&>());
+    return true;
+  };
+  return Json::parse(text.begin(), text.end(), check, /*allow_exceptions=*/false);
 }
 
 SafetensorsTensor tensor_of(const std::string& name, const Json& entry, std::uint64_t data_bytes,
@@ -108,7 +124,9 @@ std::optional<DType> dtype_from_safetensors(std::string_view name) noexcept {
 }
 
 SafetensorsHeader parse_safetensors_header(std::string_view json, std::uint64_t data_bytes, const std::string& what) {
-  const auto root = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  const auto root = parse_unique_keys(json, [&](const std::string& key) {
+    bad(what, "its header holds the key " + shown(key) + " twice in one object (one name, one meaning)");
+  });
   if (root.is_discarded()) bad(what, "its header is not JSON");
   if (!root.is_object()) bad(what, "its header is not a JSON object");
   SafetensorsHeader header;
@@ -142,8 +160,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view json, std::uint64_t 
 }
 
 SafetensorsHeader read_safetensors_header(const std::string& path) {
-  auto fd = FileDescriptor::open_or_invalid(path, O_RDONLY);
-  if (!fd) throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno));
+  const auto fd = open_input_file(path, "a safetensors file");
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0) throw IoError("h5dcp: reading '" + path + "' failed: " + std::strerror(errno));
   const auto size = static_cast<std::uint64_t>(info.st_size);
@@ -202,10 +219,12 @@ std::string compose_safetensors_header(const std::vector<SafetensorsTensor>& ten
 }
 
 std::map<std::string, std::string> parse_safetensors_index(std::string_view json, const std::string& what) {
-  const auto root = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
   auto refuse = [&](const std::string& why) {
     throw FormatError("h5dcp: '" + what + "' is not a valid safetensors index: " + why);
   };
+  const auto root = parse_unique_keys(json, [&](const std::string& key) {
+    refuse("it holds the key " + shown(key) + " twice in one object (one name, one meaning)");
+  });
   if (root.is_discarded() || !root.is_object()) refuse("it is not a JSON object");
   const auto map = root.find("weight_map");
   if (map == root.end() || !map->is_object()) refuse("it has no weight_map object");

@@ -7,9 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "base/key_escape.hpp"
 #include "base/utf8.hpp"
@@ -35,6 +33,12 @@ bool is_directory(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
 }
 
+// stat, not open: opening a FIFO would block.
+bool exists(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0;
+}
+
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -46,13 +50,16 @@ std::string directory_of(const std::string& path) {
 
 // The source as a list of safetensors files: the file itself, the shards an
 // index names, or what a directory holds (an index, else its one file).
+// Every file but the one the user named must lie inside its directory.
 std::vector<std::string> source_files(const std::string& src, std::map<std::string, std::string>& weight_map) {
   std::string index_path;
   if (is_directory(src)) {
     const auto named = src + "/model.safetensors.index.json";
-    if (std::ifstream(named).good()) {
+    if (exists(named)) {
       index_path = named;
-    } else if (std::ifstream(src + "/model.safetensors").good()) {
+      detail::require_inside(src, index_path, "the safetensors index of the directory");
+    } else if (exists(src + "/model.safetensors")) {
+      detail::require_inside(src, src + "/model.safetensors", "the safetensors file of the directory");
       return {src + "/model.safetensors"};
     } else {
       throw UsageError("h5dcp: the directory '" + src +
@@ -70,7 +77,10 @@ std::vector<std::string> source_files(const std::string& src, std::map<std::stri
   const auto directory = directory_of(index_path) + "/";
   std::vector<std::string> files;
   files.reserve(names.size());
-  for (const auto& name : names) files.push_back(directory + name);
+  for (const auto& name : names) {
+    files.push_back(directory + name);
+    detail::require_inside(directory, files.back(), "a shard its index names");
+  }
   if (files.empty()) throw FormatError("h5dcp: '" + index_path + "' names no tensors");
   return files;
 }
@@ -80,6 +90,13 @@ std::string fqn_of_name(const std::string& name, const std::string& what) {
   if (!detail::is_valid_utf8(name) || name.find('\0') != std::string::npos)
     throw FormatError("h5dcp: '" + what + "': tensor name '" + detail::printable_key(name) +
                       "' is not UTF-8 text without NUL");
+  // Refused before any container is made: the reader refuses such nesting
+  // (kMaxContainerDepth), and a deep name would index depth x length bytes.
+  if (const auto depth = detail::key_depth(name); depth > detail::kMaxContainerDepth)
+    throw FormatError("h5dcp: '" + what + "': tensor name '" +
+                      detail::printable_key(std::string_view(name).substr(0, 80)) + "...' nests " +
+                      std::to_string(depth) + " keys deep; h5dcp reads checkpoints nested less than " +
+                      std::to_string(detail::kMaxContainerDepth) + " deep");
   std::string fqn;
   std::size_t start = 0;
   while (true) {
@@ -93,9 +110,11 @@ std::string fqn_of_name(const std::string& name, const std::string& what) {
   return fqn;
 }
 
+// The dicts above `fqn`, longest first: one already there has its own
+// parents there too, so the work is linear in the keys added.
 void add_containers(TorchSaveIndex& index, const std::string& fqn) {
-  for (auto slash = fqn.find('/'); slash != std::string::npos; slash = fqn.find('/', slash + 1))
-    index.containers.emplace(fqn.substr(0, slash), ContainerKind::Dict);
+  for (auto slash = fqn.rfind('/'); slash != std::string::npos && slash > 0; slash = fqn.rfind('/', slash - 1))
+    if (!index.containers.emplace(fqn.substr(0, slash), ContainerKind::Dict).second) break;
 }
 
 }  // namespace
@@ -153,13 +172,21 @@ TorchSaveIndex safetensors_index(const std::string& src) {
       add_containers(index, std::string(kMetadataKey) + "/" + detail::escape_link_name(k));
     }
   }
-  // A name that is both a tensor and a dict of others ("a" and "a/b").
-  for (const auto& [fqn, kind] : index.containers) {
-    if (index.tensors.count(fqn) == 0) continue;
+  // A name that is both a tensor and a dict of others ("a" and "a/b"), or a
+  // __metadata__ value and a tensor or dict ("__metadata__/format").
+  auto both = [&](const std::string& fqn, const char* what) {
     std::string message = "h5dcp: '" + src + "': '";
     message += fqn;
-    message += "' is both a tensor and the dict of other tensors' names";
+    message += "' is both ";
+    message += what;
+    message += " (one name, one meaning)";
     throw FormatError(message);
+  };
+  for (const auto& [fqn, kind] : index.containers)
+    if (index.tensors.count(fqn) != 0) both(fqn, "a tensor and the dict of other tensors' names");
+  for (const auto& [fqn, value] : index.values) {
+    if (index.tensors.count(fqn) != 0) both(fqn, "a tensor and a __metadata__ value");
+    if (index.containers.count(fqn) != 0) both(fqn, "a __metadata__ value and the dict of other tensors' names");
   }
   return index;
 }

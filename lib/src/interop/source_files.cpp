@@ -17,10 +17,12 @@
 namespace h5dcp::detail {
 
 SourceFile::SourceFile(const std::string& path, std::uint64_t expected_size) : path_(path) {
-  fd_ = FileDescriptor::open_or_invalid(path, O_RDONLY);
-  if (!fd_)
-    throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno) +
+  try {
+    fd_ = open_input_file(path, "a source file");
+  } catch (const IoError& e) {
+    throw IoError(std::string(e.what()) +
                   " (every rank reads its blocks from the source: it must be on a shared file system)");
+  }
   struct stat info {};
   if (::fstat(fd_.get(), &info) != 0 || static_cast<std::uint64_t>(info.st_size) != expected_size) {
     throw UsageError("h5dcp: '" + path +
@@ -30,10 +32,9 @@ SourceFile::SourceFile(const std::string& path, std::uint64_t expected_size) : p
 }
 
 std::string read_small_file(const std::string& path, std::uint64_t max_bytes, const std::string& what) {
-  const auto fd = FileDescriptor::open_or_invalid(path, O_RDONLY);
+  const auto fd = open_input_file(path, what);
   struct stat info {};
-  if (!fd || ::fstat(fd.get(), &info) != 0)
-    throw IoError("h5dcp: opening '" + path + "' failed: " + std::strerror(errno));
+  if (::fstat(fd.get(), &info) != 0) throw_errno("reading '" + path + "'", errno);
   const auto size = static_cast<std::uint64_t>(info.st_size);
   if (size > max_bytes)
     throw FormatError("h5dcp: '" + path + "' is too large for " + what + " (" + std::to_string(size) +

@@ -79,8 +79,7 @@ std::uint64_t le(const char* p, std::size_t bytes) {
 class ZipFile {
  public:
   ZipFile(const std::string& path, const ArchiveWindow& window) : path_(path), base_(window.offset) {
-    fd_ = FileDescriptor::open_or_invalid(path, O_RDONLY);
-    if (!fd_) throw IoError("h5dcp: opening " + in_quotes(path) + " failed: " + std::strerror(errno));
+    fd_ = open_input_file(path, "a torch.save file");
     struct stat info {};
     if (::fstat(fd_.get(), &info) != 0)
       throw IoError("h5dcp: stat of " + in_quotes(path) + " failed: " + std::strerror(errno));
@@ -219,7 +218,8 @@ void check_zip_directory(const ZipFile& file, const std::string& path) {
 
 TorchSaveReader::TorchSaveReader(const std::string& path, const ArchiveWindow& window) : path_(path) {
   if (window.whole()) {
-    const auto kind = detect_file_kind(path);  // IoError when missing or unreadable
+    // IoError when missing, unreadable or not a regular file (stat first: a FIFO never blocks it)
+    const auto kind = detect_file_kind(path);
     if (kind != FileKind::TorchSave) throw FormatError(not_torch_save(path, kind));
   }
   auto file = std::make_shared<const ZipFile>(path, window);

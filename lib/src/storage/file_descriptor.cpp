@@ -1,10 +1,14 @@
 #include "storage/file_descriptor.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 #include "h5dcp/error.hpp"
 
@@ -48,6 +52,48 @@ int FileDescriptor::close_quietly() noexcept {
   // it is closed either way, so close(2) is never retried.
   const int result = ::close(release());
   return result == 0 ? 0 : errno;
+}
+
+namespace {
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// realpath(3) of `path`, or nullopt when it does not resolve.
+std::optional<std::string> resolved(const std::string& path) {
+  std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
+  if (!real) return std::nullopt;
+  return std::string(real.get());
+}
+
+}  // namespace
+
+FileDescriptor open_input_file(const std::string& path, const std::string& what) {
+  auto fd = FileDescriptor::open_or_invalid(path, O_RDONLY | O_NONBLOCK);
+  if (!fd) throw_errno("opening '" + path + "'", errno);
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) throw_errno("reading '" + path + "'", errno);
+  if (!S_ISREG(info.st_mode))
+    throw FormatError("h5dcp: '" + path + "' is " + file_type_name(info.st_mode) + ", and " + what +
+                      " must be a regular file (h5dcp reads no FIFO, device or directory)");
+  // Reads of a regular file ignore O_NONBLOCK; cleared all the same.
+  ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+void require_inside(const std::string& directory, const std::string& path, const std::string& what) {
+  const auto real = resolved(path);
+  const auto root = resolved(directory);
+  if (!real || !root) return;
+  const auto prefix = root->back() == '/' ? *root : *root + "/";
+  if (real->compare(0, prefix.size(), prefix) == 0) return;
+  throw FormatError("h5dcp: '" + path + "' (" + what + ") leads to '" + *real + "', outside the directory '" +
+                    directory + "': h5dcp reads no file outside its input");
 }
 
 }  // namespace h5dcp::detail

@@ -44,4 +44,18 @@ class FileDescriptor {
   int fd_ = -1;
 };
 
+/// Opens the input file `path` for reading: with O_NONBLOCK, because open(2)
+/// of a FIFO or a device would block forever, then checked with fstat to be
+/// a regular file. `what` says what it is in messages ("a safetensors
+/// file"). Throws IoError when it cannot be opened, FormatError when it is
+/// not a regular file. Every reader of a source opens its files here.
+FileDescriptor open_input_file(const std::string& path, const std::string& what);
+
+/// Throws FormatError unless `path`, its symbolic links followed, is inside
+/// `directory` (also resolved): a link inside a checkpoint may point within
+/// it, never to a file outside, which h5dcp would copy into the output.
+/// `what` as for open_input_file. A `path` that does not resolve is left to
+/// the open that follows (IoError).
+void require_inside(const std::string& directory, const std::string& path, const std::string& what);
+
 }  // namespace h5dcp::detail
