@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ._errors import ChecksumError, FormatError, MissingDependencyError
+from ._format import check_storage
 
 
 def xxh3():
@@ -57,6 +58,7 @@ def read_block(ds, info, start, count, verify=False, path=""):
     stored. With verify, every slab it touches is checked (files without
     checksums are read unchecked); ChecksumError names the tensor and slab."""
     start, count = tuple(start), tuple(count)
+    check_storage(ds, info.fqn)  # the file may have changed since the tree was checked (DCPReader reopens it)
     if any(s < 0 or c < 0 or s + c > n for s, c, n in zip(start, count, info.shape)) or len(start) != len(info.shape):
         raise FormatError("h5dcp: tensor '%s': the block at %s of size %s lies outside its shape %s"
                           % (info.fqn, list(start), list(count), list(info.shape)))

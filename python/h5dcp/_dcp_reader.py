@@ -28,7 +28,7 @@ from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
 from ._blocks import as_tensor, read_block, xxh3
-from ._errors import FormatError
+from ._errors import FormatError, naming
 from ._format import open_checkpoint, value_of
 from ._tree import build
 
@@ -81,7 +81,7 @@ class DCPReader(StorageReader):
     def read_metadata(self, *args, **kwargs):
         if self.path is None:
             raise ValueError("h5dcp.DCPReader: no checkpoint path (pass it to DCPReader or as checkpoint_id)")
-        with open_checkpoint(self.path) as f:
+        with naming(self.path), open_checkpoint(self.path) as f:
             skeleton = build(f, "", lambda ds, info: _as_meta(_TensorLeaf(ds, info)),
                              lambda ds, kind, fqn: value_of(ds, kind, fqn)[0])
         items = {}
@@ -116,7 +116,7 @@ class DCPReader(StorageReader):
         return plans
 
     def read_data(self, plan, planner):
-        with h5py.File(self.path, "r") as f:
+        with naming(self.path), h5py.File(self.path, "r") as f:
             for req in plan.items:
                 item = self._items.get(req.storage_index.fqn)
                 if item is None:

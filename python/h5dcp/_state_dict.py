@@ -1,7 +1,7 @@
 """h5dcp.load_state_dict: a checkpoint (or a part of it) as a nested state dict."""
 
 from ._blocks import as_tensor, read_block, xxh3
-from ._errors import ChecksumError
+from ._errors import ChecksumError, naming
 from ._format import open_checkpoint, value_checksum, value_of
 from ._tree import build, subtree
 
@@ -20,11 +20,13 @@ def load_state_dict(path, prefix=None, *, verify=False):
     every slab and value read (needs the xxhash package).
 
     Raises FileNotFoundError; h5dcp.FormatError for a file that is not a
-    readable h5dcp checkpoint (naming the fqn); h5dcp.ChecksumError when
+    readable h5dcp checkpoint (naming the file, the fqn and the rule),
+    before any data is read when its tree is at fault (links, cycles, data
+    outside the file, sizes the file cannot hold); h5dcp.ChecksumError when
     verify finds damaged bytes; KeyError for a prefix the file lacks.
     """
     hash_of = xxh3() if verify else None
-    with open_checkpoint(path) as f:
+    with naming(path), open_checkpoint(path) as f:
         group, fqn = subtree(f, prefix)
 
         def tensor(ds, info):
