@@ -214,22 +214,11 @@ def write_own_cases(gen, out):
         gen.tensor_attrs(d, "w", "float32", [[0]], [[4]])
 
     for name, (fn, libver) in cases.items():
-        with new_file(os.path.join(out, name), libver) as f:
+        with gen.new_file(os.path.join(out, name), libver) as f:
             fn(f)
     for claim in (1236, 2**40):
         write_lying_attribute(os.path.join(out, "refuse-py-attribute-dataspace-%d.h5" % claim), claim)
     return sorted(cases)
-
-
-def new_file(path, libver):
-    """An empty h5dcp checkpoint: the root attributes FORMAT.md lists."""
-    f = h5py.File(path, "w", libver=libver, track_order=False)
-    f.attrs["h5dcp.format_version"] = np.array([1, 1], dtype="<i8")
-    f.attrs["h5dcp.library_version"] = "0.1.0"
-    f.attrs["h5dcp.world_size"] = np.array([1], dtype="<i8")
-    f.attrs["h5dcp.created"] = "2026-01-01T00:00:00Z"
-    f.attrs["h5dcp.checksum_algorithm"] = "xxh3-64"
-    return f
 
 
 def write_lying_attribute(path, claim=None):
@@ -336,7 +325,7 @@ class Hostile(unittest.TestCase):
     def test_a_prefix_through_a_soft_link_is_refused(self):
         path = os.path.join(self.own, "prefix.h5")
         gen = load_generator()
-        with new_file(path, ("v108", "v108")) as f:
+        with gen.new_file(path) as f:
             gen.tensor(gen.group(f, "model"), "w", np.arange(4, dtype="<f4"))
             f["alias"] = h5py.SoftLink("/model")
         self.assertEqual(list(h5dcp.load_state_dict(path, prefix="model")), ["w"])
