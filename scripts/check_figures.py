@@ -182,12 +182,19 @@ def check_report(generator, results):
             reports.append(open(md, encoding="utf-8").read())
     run = reports[0]
     token = re.compile(r"\d+(?:[.,]\d+)*|\w+|\S")
+    number = re.compile(r"\d+(?:[.,]\d+)*")
+    # The reports are aligned on their words with every number as one placeholder, then the numbers
+    # at the same places compared: aligned on the numbers themselves, a figure could be matched with
+    # another one that the change happened to turn into its value (0.002 s doubled next to 0.005 s).
+    shape = lambda toks: ["#" if number.fullmatch(t) else t for t in toks]  # noqa: E731
     a_toks = list(token.finditer(run))
-    stable = None  # where the run's report has the same token as both changed ones
+    a = [m.group() for m in a_toks]
+    stable = None  # where the run's report has the same number as both changed ones
     for other in reports[1:]:
         b = [m.group() for m in token.finditer(other)]
-        same = difflib.SequenceMatcher(None, [m.group() for m in a_toks], b, autojunk=False)
-        here = {a_toks[i].start() for tag, i1, i2, _, _ in same.get_opcodes() if tag == "equal" for i in range(i1, i2)}
+        same = difflib.SequenceMatcher(None, shape(a), shape(b), autojunk=False)
+        here = {a_toks[i].start() for tag, i1, i2, j1, _ in same.get_opcodes() if tag == "equal"
+                for i in range(i1, i2) if a[i] == b[j1 + i - i1]}
         stable = here if stable is None else stable & here
     for a, b, n in figures(run):
         # A figure of one or two units of its last digit (0.001 s) comes out the same from a value
