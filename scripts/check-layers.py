@@ -18,12 +18,13 @@ LAYERS = {
     "base": {"base"},
     "plan": {"base", "plan"},
     "storage": {"base", "storage"},
+    "formats": {"base", "plan", "storage", "formats"},
     "comm": {"base", "comm"},
     "hdf5": {"base", "plan", "storage", "comm", "hdf5"},
     "torch": {"base", "plan", "torch"},
     "dist": {"base", "plan", "comm", "torch", "dist"},
-    "api": {"base", "plan", "storage", "comm", "hdf5", "torch", "api"},
-    "interop": {"base", "plan", "storage", "comm", "hdf5", "torch", "api", "interop"},
+    "api": {"base", "plan", "storage", "formats", "comm", "hdf5", "torch", "api"},
+    "interop": {"base", "plan", "storage", "formats", "comm", "hdf5", "torch", "api", "interop"},
     "manager": {"base", "plan", "storage", "comm", "api", "manager"},
 }
 # Package -> the layers that may see it (directly or through public headers).

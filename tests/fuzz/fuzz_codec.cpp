@@ -16,8 +16,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "formats/torch_save_index.hpp"
 #include "h5dcp/error.hpp"
-#include "interop/torch_save_index.hpp"
 #include "plan/codec.hpp"
 #include "plan/param_agreement.hpp"
 

@@ -1,5 +1,5 @@
 // Fuzz target: a PyTorch DCP checkpoint's `.metadata`, the pickle h5dcp reads
-// with its closed list of DCP classes (interop/dcp_metadata.hpp). Any input
+// with its closed list of DCP classes (formats/dcp_metadata.hpp). Any input
 // must be answered with an h5dcp::Error (never a crash, undefined behaviour,
 // or an allocation sized by the input beyond the pickle reader's budget); a
 // pickle that reads must describe chunks that tile their tensors, and write
@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "formats/dcp_metadata.hpp"
 #include "h5dcp/error.hpp"
-#include "interop/dcp_metadata.hpp"
 #include "plan/chunk_geometry.hpp"
 
 namespace {

@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "formats/safetensors_header.hpp"
 #include "h5dcp/error.hpp"
-#include "interop/safetensors_header.hpp"
 
 namespace {
 

@@ -24,11 +24,11 @@
 
 #include <ATen/Parallel.h>
 
+#include "formats/pickle_reader.hpp"
+#include "formats/torch_save_index.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/torch_save.hpp"
-#include "interop/pickle_reader.hpp"
 #include "interop/torch_save_archive.hpp"
-#include "interop/torch_save_index.hpp"
 
 namespace {
 

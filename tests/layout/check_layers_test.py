@@ -2,8 +2,8 @@
 """scripts/check-layers.py passes on the real tree and reports each kind of
 violation planted in a copy of lib/: a lower layer including a higher
 layer's header, a package a layer must not see (directly and through a
-public header), HDF5 in a public header, a folder that is no layer, and a
-public header the umbrella header leaves out."""
+public header; LibTorch in formats/), HDF5 in a public header, a folder
+that is no layer, and a public header the umbrella header leaves out."""
 import pathlib
 import shutil
 import subprocess
@@ -36,6 +36,9 @@ with tempfile.TemporaryDirectory() as tmp:
     plant(src / "torch" / "host_bytes.cpp", '#include "comm/comm.hpp"')
     plant(src / "comm" / "comm.cpp", "#include <ATen/core/Tensor.h>")
     plant(src / "api" / "save.cpp", "#include <hdf5.h>")
+    plant(src / "formats" / "pickle_value.cpp", "#include <torch/torch.h>")
+    plant(src / "formats" / "zip_writer.cpp", '#include "h5dcp/state_dict.hpp"')
+    plant(src / "formats" / "dcp_metadata.cpp", '#include "interop/source_files.hpp"')
     plant(root / "lib" / "include" / "h5dcp" / "dtype.hpp", "#include <H5Ppublic.h>")
     (src / "misc").mkdir()
     (root / "lib" / "include" / "h5dcp" / "extra.hpp").write_text("#pragma once\n", encoding="utf-8")
@@ -47,6 +50,9 @@ with tempfile.TemporaryDirectory() as tmp:
         "lib/src/torch/host_bytes.cpp: includes comm/comm.hpp, but the torch layer may only include",
         "lib/src/comm/comm.cpp: includes ATen/core/Tensor.h, but the comm layer must not see torch",
         "lib/src/api/save.cpp: includes hdf5.h, but the api layer must not see hdf5",
+        "lib/src/formats/pickle_value.cpp: includes torch/torch.h, but the formats layer must not see torch",
+        "lib/src/formats/zip_writer.cpp: includes h5dcp/state_dict.hpp, which brings torch",
+        "lib/src/formats/dcp_metadata.cpp: includes interop/source_files.hpp, but the formats layer may only include",
         "lib/include/h5dcp/dtype.hpp: public header includes HDF5 (H5Ppublic.h)",
         "lib/src/misc: a folder that is no layer",
         "lib/include/h5dcp/h5dcp.hpp: the umbrella header leaves out h5dcp/extra.hpp",

@@ -22,6 +22,9 @@
 #include <memory>
 #include <vector>
 
+#include "formats/pickle_reader.hpp"
+#include "formats/pickle_writer.hpp"
+#include "formats/torch_save_index.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/checkpoint_reader.hpp"
 #include "h5dcp/error.hpp"
@@ -30,9 +33,6 @@
 #include "h5dcp/verify.hpp"
 #include "hdf5/hdf5_gate.hpp"
 #include "interop/export_files.hpp"
-#include "interop/pickle_reader.hpp"
-#include "interop/pickle_writer.hpp"
-#include "interop/torch_save_index.hpp"
 #include "interop/torch_save_tree.hpp"
 #include "test_support.hpp"
 

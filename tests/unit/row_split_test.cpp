@@ -5,8 +5,8 @@
 
 #include <map>
 
+#include "formats/dcp_metadata.hpp"
 #include "h5dcp/error.hpp"
-#include "interop/dcp_metadata.hpp"
 #include "plan/row_split.hpp"
 
 namespace h5dcp::detail {

@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "formats/safetensors_header.hpp"
 #include "h5dcp/error.hpp"
-#include "interop/safetensors_header.hpp"
 
 namespace h5dcp::detail {
 namespace {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "comm/comm.hpp"
+#include "formats/file_magic.hpp"
 #include "h5dcp/error.hpp"
 #include "hdf5/attributes.hpp"
 #include "hdf5/container_layout.hpp"
@@ -35,23 +36,6 @@ std::string read_at(int fd, std::uint64_t offset, std::size_t n, const std::stri
   return out;
 }
 
-constexpr char kHdf5Signature[] = "\x89HDF\r\n\x1a\n";
-// torch.save's legacy format starts with the pickle of its magic number
-// 0x1950a86a20f9469cfc6c (PROTO n, LONG1 10 bytes).
-constexpr unsigned char kLegacyMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
-
-// A safetensors file starts with its header's size, little-endian, in 8
-// bytes, and the header is a JSON object: a size within the 100 MB the
-// safetensors package accepts, then '{'. A size past the end of the file
-// still makes it one (a truncated or lying file, which the reader refuses
-// saying so, rather than "unknown format").
-bool looks_like_safetensors(const std::string& head, std::uint64_t file_size) {
-  if (head.size() < 9 || file_size < 10) return false;
-  std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(head[static_cast<std::size_t>(i)]);
-  return n >= 2 && n <= 100'000'000 && head[8] == '{';
-}
-
 bool is_h5dcp(const std::string& path) {
   detail::Hdf5Access access;  // HDF5 is not thread-safe: see core/hdf5_gate.hpp
   try {
@@ -74,18 +58,14 @@ FileKind detect_file_kind(const std::string& path) {
   const int fd = file.get();
 
   const auto head = read_at(fd, 0, 512, path);
-  if (head.compare(0, 4, "PK\x03\x04") == 0) return FileKind::TorchSave;
-  if (head.size() >= 2 + sizeof kLegacyMagic && static_cast<unsigned char>(head[0]) == 0x80 &&
-      std::memcmp(head.data() + 2, kLegacyMagic, sizeof kLegacyMagic) == 0)
-    return FileKind::LegacyTorchSave;
-  if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) return FileKind::LegacyTorchSave;  // PyTorch < 0.4: tar
-  // The HDF5 superblock is at 0 or after a user block of 512, 1024, 2048, ... bytes.
   const auto size = static_cast<std::uint64_t>(info.st_size);
-  for (std::uint64_t at = 0; at + 8 <= size; at = at == 0 ? 512 : at * 2) {
-    if (read_at(fd, at, 8, path) == std::string(kHdf5Signature, 8))
-      return is_h5dcp(path) ? FileKind::H5dcpCheckpoint : FileKind::Hdf5;
+  switch (detail::file_magic(head, size, [&](std::uint64_t at) { return read_at(fd, at, 8, path); })) {
+    case detail::FileMagic::TorchSave: return FileKind::TorchSave;
+    case detail::FileMagic::LegacyTorchSave: return FileKind::LegacyTorchSave;
+    case detail::FileMagic::Hdf5: return is_h5dcp(path) ? FileKind::H5dcpCheckpoint : FileKind::Hdf5;
+    case detail::FileMagic::Safetensors: return FileKind::Safetensors;
+    case detail::FileMagic::Other: break;
   }
-  if (looks_like_safetensors(head, size)) return FileKind::Safetensors;
   return FileKind::Other;
 }
 

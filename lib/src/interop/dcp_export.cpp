@@ -32,16 +32,16 @@
 #include "base/byte_codec.hpp"
 #include "base/key_escape.hpp"
 #include "comm/comm.hpp"
+#include "formats/dcp_metadata.hpp"
+#include "formats/pickle_writer.hpp"
+#include "formats/torch_save_index.hpp"
 #include "h5dcp/dcp.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/state_dict.hpp"
 #include "hdf5/container_reader.hpp"
 #include "hdf5/hdf5_access.hpp"
-#include "interop/dcp_metadata.hpp"
 #include "interop/export_files.hpp"
-#include "interop/pickle_writer.hpp"
 #include "interop/torch_save_archive.hpp"
-#include "interop/torch_save_index.hpp"
 #include "interop/torch_save_tree.hpp"
 #include "plan/row_split.hpp"
 #include "storage/directory_publish.hpp"
@@ -235,7 +235,7 @@ class PlanWalker {
     }
     const auto object =
         detail::pickle_value(value, fqn, [](const std::string& at, const at::Tensor&) -> detail::pickle::ObjectPtr {
-          throw std::logic_error("h5dcp: a DCP value holds the tensor '" + at + "'");
+          throw UsageError("h5dcp: a DCP value holds the tensor '" + at + "'");
         });
     plan_.values.push_back({key, detail::pickle::pickle(*object)});
   }

@@ -13,13 +13,13 @@
 #include <set>
 
 #include "base/key_escape.hpp"
+#include "formats/dcp_metadata.hpp"
+#include "formats/torch_save_index.hpp"
 #include "h5dcp/dcp.hpp"
 #include "h5dcp/error.hpp"
-#include "interop/dcp_metadata.hpp"
 #include "interop/indexed_convert.hpp"
 #include "interop/source_files.hpp"
 #include "interop/torch_save_archive.hpp"
-#include "interop/torch_save_index.hpp"
 
 namespace h5dcp {
 namespace {

@@ -43,7 +43,7 @@ class ExportSource {
   /// slab again for each part of it), and hands each to `use` with its box,
   /// as a contiguous CPU tensor, checked against the checkpoint's checksums
   /// where the file has them. Memory holds one piece (and one checksum
-  /// slab) at a time. Throws ChecksumError, FormatError or IoError naming
+  /// slab) at a time. Throws FormatError (a checksum mismatch too) or IoError naming
   /// the tensor; whatever `use` throws.
   void read_in_pieces(const std::string& fqn, const ChunkStorageMetadata& rows,
                       const std::function<void(const ChunkStorageMetadata& piece, const at::Tensor& bytes)>& use);

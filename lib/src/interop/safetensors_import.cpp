@@ -11,13 +11,13 @@
 
 #include "base/key_escape.hpp"
 #include "base/utf8.hpp"
+#include "formats/safetensors_header.hpp"
+#include "formats/safetensors_index.hpp"
+#include "formats/torch_save_index.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/safetensors.hpp"
 #include "interop/indexed_convert.hpp"
-#include "interop/safetensors_header.hpp"
-#include "interop/safetensors_index.hpp"
 #include "interop/source_files.hpp"
-#include "interop/torch_save_index.hpp"
 
 namespace h5dcp {
 namespace {

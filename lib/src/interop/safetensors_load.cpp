@@ -11,10 +11,10 @@
 
 #include "api/checkpoint_session.hpp"
 #include "comm/comm.hpp"
+#include "formats/safetensors_index.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/planner.hpp"
 #include "h5dcp/safetensors.hpp"
-#include "interop/safetensors_index.hpp"
 #include "interop/source_files.hpp"
 #include "torch/tensor_blocks.hpp"
 #include "torch/value_codec.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "interop/torch_save_index.hpp"
+#include "formats/torch_save_index.hpp"
 #include "storage/file_descriptor.hpp"
 
 namespace h5dcp::detail {

@@ -14,9 +14,9 @@
 #include <cstring>
 #include <memory>
 
+#include "formats/pickle_reader.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/file_kind.hpp"
-#include "interop/pickle_reader.hpp"
 #include "storage/durable_file.hpp"
 #include "torch/dtype_mapping.hpp"
 

@@ -2,7 +2,7 @@
 // The zip container of torch.save files: read through LibTorch's own
 // PyTorchStreamReader (caffe2/serialize), kept out of this header, whose
 // records are read whole or located for direct reads; written through
-// interop/zip_writer, which takes a record in pieces, so that a writer never
+// formats/zip_writer, which takes a record in pieces, so that a writer never
 // holds a record whole.
 
 #include <ATen/core/Tensor.h>
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "interop/torch_save_index.hpp"
-#include "interop/zip_writer.hpp"
+#include "formats/torch_save_index.hpp"
+#include "formats/zip_writer.hpp"
 #include "storage/file_descriptor.hpp"
 
 namespace caffe2::serialize {

@@ -29,13 +29,13 @@
 
 #include "api/checkpoint_session.hpp"
 #include "comm/comm.hpp"
+#include "formats/pickle_writer.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/planner.hpp"
 #include "h5dcp/torch_save.hpp"
 #include "interop/export_files.hpp"
 #include "interop/indexed_convert.hpp"
-#include "interop/pickle_writer.hpp"
 #include "interop/source_files.hpp"
 #include "interop/torch_save_archive.hpp"
 #include "interop/torch_save_tree.hpp"
@@ -177,7 +177,7 @@ class TorchSaveSourcePlanner final : public DefaultSavePlanner {
       const auto& storage = index_.storages.at(stored.view.storage);
       return read_block(files_.of(storage), storage, stored.view, inside);
     }
-    throw std::logic_error("h5dcp: no stored chunk of '" + fqn + "' holds the block " + detail::describe_box(box));
+    throw UsageError("h5dcp: no stored chunk of '" + fqn + "' holds the block " + detail::describe_box(box));
   }
 
   const detail::TorchSaveIndex& index_;

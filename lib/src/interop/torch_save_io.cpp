@@ -6,9 +6,9 @@
 #include <set>
 #include <vector>
 
+#include "formats/pickle_writer.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/torch_save.hpp"
-#include "interop/pickle_writer.hpp"
 #include "interop/torch_save_archive.hpp"
 #include "interop/torch_save_tree.hpp"
 #include "torch/dtype_mapping.hpp"

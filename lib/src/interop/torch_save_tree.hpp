@@ -8,8 +8,8 @@
 #include <functional>
 #include <string>
 
+#include "formats/pickle_value.hpp"
 #include "h5dcp/state_dict.hpp"
-#include "interop/pickle_value.hpp"
 
 namespace h5dcp::detail {
 

@@ -1,4 +1,4 @@
-#include "interop/pickle_value.hpp"
+#include "formats/pickle_value.hpp"
 
 namespace h5dcp::detail::pickle {
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "interop/pickle_value.hpp"
+#include "formats/pickle_value.hpp"
 
 namespace h5dcp::detail::pickle {
 

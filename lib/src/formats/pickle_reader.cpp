@@ -1,4 +1,4 @@
-#include "interop/pickle_reader.hpp"
+#include "formats/pickle_reader.hpp"
 
 #include <algorithm>
 #include <cstdio>

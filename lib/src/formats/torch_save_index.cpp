@@ -1,4 +1,4 @@
-#include "interop/torch_save_index.hpp"
+#include "formats/torch_save_index.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "base/byte_codec.hpp"
+#include "formats/pickle_value.hpp"
 #include "h5dcp/metadata.hpp"
-#include "interop/pickle_value.hpp"
 #include "plan/chunk_geometry.hpp"
 
 namespace h5dcp::detail {
@@ -96,7 +96,7 @@ Bytes encode(const TorchSaveIndex& index);
 TorchSaveIndex decode_torch_save_index(std::string_view bytes);
 
 /// The index as checkpoint metadata, every tensor one whole chunk: what load
-/// planning checks a state dict against (the seeds' DynamicMetaLoadPlanner
+/// planning checks a state dict against (torch.distributed.checkpoint's DynamicMetaLoadPlanner
 /// built it from the state dict instead, and so checked nothing).
 Metadata metadata_of(const TorchSaveIndex& index);
 

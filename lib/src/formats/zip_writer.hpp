@@ -31,13 +31,13 @@ class ZipWriter {
   ZipWriter(int fd, std::string path, std::string archive_name);
 
   /// Starts the record `name` of exactly `size` bytes. Throws IoError, or
-  /// std::logic_error when a record is still open.
+  /// UsageError when a record is still open.
   void begin_record(const std::string& name, std::uint64_t size);
   /// The next `size` bytes of the open record. Throws IoError, or
-  /// std::logic_error past the size begin_record gave.
+  /// UsageError past the size begin_record gave.
   void append(const void* data, std::size_t size);
   /// Ends the open record: writes its CRC-32 into its local header. Throws
-  /// IoError, or std::logic_error when fewer bytes came than announced.
+  /// IoError, or UsageError when fewer bytes came than announced.
   void end_record();
   /// begin_record, append and end_record of one buffer.
   void write_record(const std::string& name, const void* data, std::size_t size);

@@ -1,4 +1,4 @@
-#include "interop/dcp_metadata.hpp"
+#include "formats/dcp_metadata.hpp"
 
 #include <algorithm>
 #include <map>
@@ -7,9 +7,9 @@
 
 #include "base/key_escape.hpp"
 #include "base/utf8.hpp"
+#include "formats/pickle_reader.hpp"
+#include "formats/pickle_writer.hpp"
 #include "h5dcp/error.hpp"
-#include "interop/pickle_reader.hpp"
-#include "interop/pickle_writer.hpp"
 #include "plan/chunk_geometry.hpp"
 
 namespace h5dcp::detail {

@@ -1,4 +1,4 @@
-#include "interop/pickle_writer.hpp"
+#include "formats/pickle_writer.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -28,7 +28,7 @@
 #include <string>
 #include <string_view>
 
-#include "interop/pickle_value.hpp"
+#include "formats/pickle_value.hpp"
 
 namespace h5dcp::detail::pickle {
 

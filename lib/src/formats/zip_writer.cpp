@@ -1,11 +1,10 @@
-#include "interop/zip_writer.hpp"
+#include "formats/zip_writer.hpp"
 
 #include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
-#include <stdexcept>
 
 #include "base/byte_codec.hpp"
 #include "h5dcp/error.hpp"
@@ -53,9 +52,9 @@ void ZipWriter::write(const void* data, std::size_t size) {
 }
 
 void ZipWriter::begin_record(const std::string& name, std::uint64_t size) {
-  if (open_) throw std::logic_error("h5dcp: zip record " + entries_.back().name + " was not ended");
+  if (open_) throw UsageError("h5dcp: zip record " + entries_.back().name + " was not ended");
   const auto full = prefix_ + name;
-  if (full.size() > 0xffff) throw std::logic_error("h5dcp: zip record name too long: " + name);
+  if (full.size() > 0xffff) throw UsageError("h5dcp: zip record name too long: " + name);
   // Padding so that the record's bytes start on a multiple of kAlignment.
   const auto unpadded = offset_ + kLocalFixed + full.size() + kLocalZip64Extra + kPaddingHeader;
   const auto padding = static_cast<std::uint16_t>((kAlignment - unpadded % kAlignment) % kAlignment);
@@ -91,22 +90,22 @@ void ZipWriter::begin_record(const std::string& name, std::uint64_t size) {
 }
 
 void ZipWriter::append(const void* data, std::size_t size) {
-  if (!open_) throw std::logic_error("h5dcp: zip bytes outside a record");
+  if (!open_) throw UsageError("h5dcp: zip bytes outside a record");
   auto& entry = entries_.back();
   if (size > entry.size - written_)
-    throw std::logic_error("h5dcp: zip record " + entry.name + " given more than its " + std::to_string(entry.size) +
-                           " bytes");
+    throw UsageError("h5dcp: zip record " + entry.name + " given more than its " + std::to_string(entry.size) +
+                     " bytes");
   entry.crc = crc32_of(entry.crc, data, size);
   write(data, size);
   written_ += size;
 }
 
 void ZipWriter::end_record() {
-  if (!open_) throw std::logic_error("h5dcp: no zip record to end");
+  if (!open_) throw UsageError("h5dcp: no zip record to end");
   const auto& entry = entries_.back();
   if (written_ != entry.size)
-    throw std::logic_error("h5dcp: zip record " + entry.name + " got " + std::to_string(written_) + " of its " +
-                           std::to_string(entry.size) + " bytes");
+    throw UsageError("h5dcp: zip record " + entry.name + " got " + std::to_string(written_) + " of its " +
+                     std::to_string(entry.size) + " bytes");
   ByteWriter w;
   w.put<std::uint32_t>(entry.crc);
   const auto crc = w.take();
@@ -124,7 +123,7 @@ void ZipWriter::write_record(const std::string& name, const void* data, std::siz
 }
 
 std::uint64_t ZipWriter::finish() {
-  if (open_) throw std::logic_error("h5dcp: zip record " + entries_.back().name + " was not ended");
+  if (open_) throw UsageError("h5dcp: zip record " + entries_.back().name + " was not ended");
   const auto directory_offset = offset_;
   Bytes directory;
   for (const auto& entry : entries_) {

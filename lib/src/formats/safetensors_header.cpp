@@ -1,4 +1,4 @@
-#include "interop/safetensors_header.hpp"
+#include "formats/safetensors_header.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "interop/torch_save_index.hpp"
+#include "formats/torch_save_index.hpp"
 
 namespace h5dcp::detail {
 
