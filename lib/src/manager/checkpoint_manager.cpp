@@ -145,7 +145,7 @@ CheckpointManager::CheckpointManager(std::string directory, Retention retention,
     return out.take();
   });
   detail::ByteReader in(removed);
-  for (auto n = in.get<std::uint64_t>(); n > 0; --n) removed_orphans_.push_back(in.get_string());
+  for (auto n = in.get_count(); n > 0; --n) removed_orphans_.push_back(in.get_string());
 }
 
 CheckpointManager::~CheckpointManager() {

@@ -117,7 +117,7 @@ PlanReply decode_plan_reply(std::string_view bytes) {
   reply.plan = r.get_string();
   reply.temp_path = r.get_string();
   reply.created = r.get_string();
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) reply.values.push_back(r.get_string());
+  for (auto n = r.get_count(); n > 0; --n) reply.values.push_back(r.get_string());
   if (!r.done()) throw Error("h5dcp: corrupt message (trailing bytes)");
   return reply;
 }
