@@ -43,7 +43,7 @@ class DirectoryLock {
   std::pair<dev_t, ino_t> key_{};
 };
 
-/// The names in `dir`, sorted. Throws IoError.
+/// The names in `dir` (not . and ..), sorted. Throws IoError.
 std::vector<std::string> list_names(const std::string& dir);
 
 /// The writer of a file that a writer dying in the directory leaves behind:
