@@ -85,6 +85,26 @@ TEST(Codec, TruncatedOrTrailingBytesAreRefused) {
   EXPECT_THROW(decode_save_plan(bytes + "x"), Error);
 }
 
+TEST(Codec, AListCountBeyondTheBytesLeftIsRefusedBeforeItsElements) {
+  const std::vector<std::string> lists = {encode(SavePlan{}), encode(GlobalSavePlan{}), encode(Metadata{}),
+                                          encode(std::vector<ChunkChecksums>{})};
+  for (std::size_t i = 0; i < lists.size(); ++i) {
+    // Each message's last list count is 0; make it claim 2^40 elements.
+    auto bytes = lists[i];
+    ASSERT_GE(bytes.size(), 8U);
+    bytes[bytes.size() - 3] = 1;
+    try {
+      if (i == 0) decode_save_plan(bytes);
+      if (i == 1) decode_global_save_plan(bytes);
+      if (i == 2) decode_metadata(bytes);
+      if (i == 3) decode_chunk_checksums(bytes);
+      ADD_FAILURE() << "message " << i << " decoded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("count out of range"), std::string::npos) << i << ": " << e.what();
+    }
+  }
+}
+
 TEST(LinkName, EscapingIsReversibleAndKeepsReadableNames) {
   EXPECT_EQ(escape_link_name("layer1.weight"), "layer1.weight");
   EXPECT_EQ(escape_link_name("a/b"), "a%2Fb");

@@ -1,5 +1,5 @@
 // Plan reuse's pure parts (plan/plan_reuse): the layout digest, the values
-// checked on reuse, and the messages of the plan step.
+// checked on reuse, the reuse decision, and the messages of the plan step.
 
 #include <gtest/gtest.h>
 
@@ -103,6 +103,25 @@ TEST(PlanReuse, OffersAndRepliesRoundTrip) {
   EXPECT_THROW(decode_plan_reply(bad), Error);
   EXPECT_THROW(decode_plan_reply(encode(reply) + "x"), Error);
   EXPECT_THROW(decode_plan_offer(encode(offer) + "x"), Error);
+}
+
+TEST(PlanReuse, TheDecisionReusesOnlyWhenEveryRankOffersTheCachedPlan) {
+  // A rank offers its cached generation only when the layout is unchanged.
+  EXPECT_EQ(offered_generation(5, 11, 11), 5U);
+  EXPECT_EQ(offered_generation(5, 11, 12), 0U);
+  EXPECT_EQ(offered_generation(0, 11, 11), 0U);
+  const auto offers = [](std::vector<std::uint64_t> generations) {
+    std::vector<PlanOffer> out;
+    for (const auto g : generations) out.push_back(PlanOffer{g, {}});
+    return out;
+  };
+  EXPECT_EQ(plan_decision(5, offers({5, 5, 5})), PlanReply::Kind::Reused);
+  EXPECT_EQ(plan_decision(0, offers({0, 0})), PlanReply::Kind::Planned);
+  EXPECT_EQ(plan_decision(5, offers({0, 0})), PlanReply::Kind::Planned);
+  // A mix, or another cache's generation, needs every rank's whole plan.
+  EXPECT_EQ(plan_decision(5, offers({5, 0, 5})), PlanReply::Kind::SendWholePlans);
+  EXPECT_EQ(plan_decision(5, offers({6, 6})), PlanReply::Kind::SendWholePlans);
+  EXPECT_EQ(plan_decision(0, offers({6, 6})), PlanReply::Kind::SendWholePlans);
 }
 
 }  // namespace

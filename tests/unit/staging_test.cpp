@@ -2,10 +2,10 @@
 
 #include <thread>
 
+#include "api/staging_ring.hpp"
 #include "h5dcp/error.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "plan/staging_pieces.hpp"
-#include "storage/staging_ring.hpp"
 
 namespace h5dcp::detail {
 namespace {

@@ -17,13 +17,13 @@
 
 #include "api/checkpoint_session.hpp"
 #include "api/save_steps.hpp"
+#include "api/staging_ring.hpp"
 #include "api/stateful_expansion.hpp"
 #include "base/background_thread.hpp"
 #include "base/fault_injection.hpp"
 #include "comm/plain_calls.hpp"
 #include "h5dcp/error.hpp"
 #include "plan/block_writes.hpp"
-#include "storage/staging_ring.hpp"
 #include "torch/device_copies.hpp"
 #include "torch/dtype_mapping.hpp"
 

@@ -1,6 +1,5 @@
 #include "api/save_steps.hpp"
 
-#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <random>
@@ -71,17 +70,15 @@ PlannedSave plan_with_cache(const Comm& comm, SavePlanner& planner, const StateD
         planner.set_up(state_dict, comm.is_coordinator());
         local = planner.create_local_plan();
         digest = layout_digest(local, comm.size(), comm.coordinator());
-        const bool same = cache.generation != 0 && cache.digest == digest;
-        return encode(PlanOffer{same ? cache.generation : 0, same ? values_of(local) : local});
+        const auto generation = offered_generation(cache.generation, cache.digest, digest);
+        return encode(PlanOffer{generation, generation != 0 ? values_of(local) : local});
       },
       [&](const std::vector<Bytes>& offered) {
         std::vector<PlanOffer> offers;
         offers.reserve(offered.size());
         for (const auto& o : offered) offers.push_back(decode_plan_offer(o));
-        const auto offering = [&](std::uint64_t g) {
-          return std::all_of(offers.begin(), offers.end(), [g](const PlanOffer& o) { return o.generation == g; });
-        };
-        if (cache.generation != 0 && offering(cache.generation)) {
+        const auto decision = plan_decision(cache.generation, offers);
+        if (decision == PlanReply::Kind::Reused) {
           std::vector<SavePlan> values;
           values.reserve(offers.size());
           for (auto& o : offers) values.push_back(std::move(o.plan));
@@ -93,7 +90,8 @@ PlannedSave plan_with_cache(const Comm& comm, SavePlanner& planner, const StateD
           reply.created = utc_now_iso8601();
           return encode(reply);
         }
-        if (!offering(0)) return encode(PlanReply{PlanReply::Kind::SendWholePlans, 0, {}, {}, {}, {}});
+        if (decision == PlanReply::Kind::SendWholePlans)
+          return encode(PlanReply{PlanReply::Kind::SendWholePlans, 0, {}, {}, {}, {}});
         std::vector<SavePlan> plans;
         plans.reserve(offers.size());
         for (auto& o : offers) plans.push_back(std::move(o.plan));

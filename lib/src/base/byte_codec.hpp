@@ -59,9 +59,12 @@ class ByteReader {
     return v;
   }
   bool done() const noexcept { return pos_ == in_.size(); }
-  /// A count of elements of `element_size` bytes each that follow; throws
-  /// when fewer bytes are left, so a corrupt count never sizes an allocation.
-  std::size_t get_count(std::size_t element_size) {
+  /// A count of elements of at least `element_size` bytes each that follow
+  /// (by default a string's length or a count, which every list element of
+  /// the messages begins with); throws when fewer bytes are left, so a
+  /// corrupt count never sizes an allocation or a loop. Every decoder reads
+  /// its lists' counts here.
+  std::size_t get_count(std::size_t element_size = sizeof(std::uint64_t)) {
     const auto n = get<std::uint64_t>();
     if (n > (in_.size() - pos_) / element_size) throw Error("h5dcp: corrupt message (count out of range)");
     return static_cast<std::size_t>(n);

@@ -281,7 +281,7 @@ ErrorKind kind_from_byte(std::uint8_t byte) {
 Failures decode_failures(std::string_view body) {
   ByteReader r(body);
   Failures failures;
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     const auto rank = r.get<std::int32_t>();
     const auto kind = kind_from_byte(r.get<std::uint8_t>());
     failures[rank] = RankFailure{kind, r.get_string()};
@@ -593,7 +593,7 @@ Bytes encode_settings(const std::vector<Setting>& settings) {
 std::vector<Setting> decode_settings(std::string_view bytes) {
   ByteReader r(bytes);
   std::vector<Setting> settings;
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto name = r.get_string();
     settings.push_back(Setting{std::move(name), r.get_string()});
   }

@@ -11,18 +11,9 @@
 
 #include "h5dcp/checkpoint_manager.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <mutex>
-#include <set>
 #include <string_view>
 #include <utility>
 
@@ -33,8 +24,7 @@
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/save_plan_cache.hpp"
-#include "storage/durable_file.hpp"
-#include "storage/file_descriptor.hpp"
+#include "storage/checkpoint_directory.hpp"
 
 namespace h5dcp {
 namespace {
@@ -42,11 +32,6 @@ namespace {
 constexpr std::string_view kPrefix = "step-";
 constexpr std::string_view kSuffix = ".h5";
 constexpr const char* kPointer = "latest";
-constexpr std::string_view kPointerTemp = ".latest.tmp.";
-// The directory lock's file: fcntl() locks work on NFS and Lustre (with its
-// flock mount option), unlike flock() on some of them. Never removed: a
-// file nobody holds a lock on is no lock.
-constexpr const char* kLockFile = ".h5dcp-manager.lock";
 
 std::string file_name_for(std::int64_t step) {
   char digits[32];
@@ -67,205 +52,23 @@ std::optional<std::int64_t> step_of(const std::string& name) {
   return step;
 }
 
-// "h5dcp: checkpoint manager: <what> failed: <strerror(error)>".
-[[noreturn]] void throw_errno(const std::string& what, int error) {
-  detail::throw_errno("checkpoint manager: " + what, error);
-}
-
-std::vector<std::string> list_names(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) throw_errno("listing '" + dir + "'", errno);
-  std::vector<std::string> names;
-  errno = 0;
-  while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
-  const int error = errno;
-  ::closedir(d);
-  if (error != 0) throw_errno("listing '" + dir + "'", error);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 // Steps of the checkpoint files, ascending.
 std::vector<std::int64_t> list_steps(const std::string& dir) {
   std::vector<std::int64_t> steps;
-  for (const auto& name : list_names(dir))
+  for (const auto& name : detail::list_names(dir))
     if (const auto step = step_of(name)) steps.push_back(*step);
   std::sort(steps.begin(), steps.end());
   return steps;
 }
 
-bool is_orphan(const std::string& name) {
-  if (name.empty() || name[0] != '.') return false;
-  return name.find(detail::kPartialMarker) != std::string::npos ||
-         name.compare(0, kPointerTemp.size(), kPointerTemp) == 0;
-}
-
-// Whether the process that wrote the temporary file `name` may still run.
-detail::WriterState writer_of(const std::string& name) {
-  if (name.compare(0, kPointerTemp.size(), kPointerTemp) == 0)
-    return detail::writer_state(std::string_view(name).substr(kPointerTemp.size()));
-  return detail::writer_of_temporary(name);
-}
-
 // Which orphans to remove: with the directory locked no other manager uses
-// it, so everything but a temporary file whose writer provably still runs
-// (a plain h5dcp::save into the directory on this host); without the lock,
+// it, so every temporary file but one whose writer provably still runs (a
+// plain h5dcp::save into the directory on this host); without the lock,
 // only those whose writer is provably gone.
 bool may_remove(const std::string& name, bool locked) {
-  const auto writer = writer_of(name);
-  return locked ? writer != detail::WriterState::Alive : writer == detail::WriterState::Gone;
-}
-
-// The directory lock of a manager: an fcntl() write lock on DIR/kLockFile,
-// held by the coordinator for the manager's lifetime. fcntl() locks belong
-// to the process (a second lock of the same process succeeds, and closing
-// any descriptor of the file drops them), so the managers of this process
-// are also tracked here, by the lock file's device and inode, and the file
-// is never opened while this process holds it.
-class DirectoryLock {
- public:
-  explicit DirectoryLock(const std::string& dir) : path_(dir + "/" + kLockFile) {
-    std::lock_guard<std::mutex> guard(mutex());
-    struct stat info {};
-    if (::stat(path_.c_str(), &info) == 0 && held().count(key_of(info)) != 0) throw in_use(dir, "this process");
-    fd_ = detail::FileDescriptor::open_or_invalid(path_, O_RDWR | O_CREAT, 0644);
-    if (!fd_) throw_errno("opening the lock file '" + path_ + "'", errno);
-    // Every descriptor closes under the mutex, even on a throw: closing any
-    // descriptor of the file drops this process's lock on it (see held()).
-    if (::fstat(fd_.get(), &info) != 0) {
-      const int error = errno;
-      fd_.close_quietly();
-      throw_errno("stat of the lock file '" + path_ + "'", error);
-    }
-    struct flock lock {};
-    lock.l_type = F_WRLCK;
-    lock.l_whence = SEEK_SET;
-    if (::fcntl(fd_.get(), F_SETLK, &lock) != 0) {
-      const int error = errno;
-      if (error == EACCES || error == EAGAIN) {
-        const auto holder = holder_of(fd_.get());
-        fd_.close_quietly();  // this process holds no lock on the file: closing drops nothing
-        throw in_use(dir, "another job", holder);
-      }
-      if (error != ENOLCK && error != EOPNOTSUPP && error != ENOSYS && error != EINVAL) {
-        fd_.close_quietly();
-        throw_errno("locking '" + path_ + "'", error);
-      }
-      // A file system without fcntl() locks (Lustre mounted without flock):
-      // go on as before locks, but say so.
-      std::fprintf(stderr,
-                   "h5dcp: warning: checkpoint manager: cannot lock '%s' (%s): a second job on '%s' would not be "
-                   "detected\n",
-                   path_.c_str(), std::strerror(error), dir.c_str());
-      locked_ = false;
-    } else {
-      locked_ = true;
-      record_holder();
-    }
-    key_ = key_of(info);
-    held().insert(key_);
-  }
-
-  ~DirectoryLock() {
-    std::lock_guard<std::mutex> guard(mutex());
-    held().erase(key_);
-    fd_.close_quietly();  // releases the lock (under the mutex: see held())
-  }
-
-  DirectoryLock(const DirectoryLock&) = delete;
-  DirectoryLock& operator=(const DirectoryLock&) = delete;
-
-  /// False on a file system without fcntl() locks.
-  bool locked() const noexcept { return locked_; }
-
- private:
-  using Key = std::pair<dev_t, ino_t>;
-  static Key key_of(const struct stat& info) { return {info.st_dev, info.st_ino}; }
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::set<Key>& held() {
-    static std::set<Key> keys;
-    return keys;
-  }
-
-  static std::string holder_text() {
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
-    return "pid " + std::to_string(::getpid()) + " on host " + host;
-  }
-
-  // Who holds the lock, as its holder wrote it into the file (the pid that
-  // F_GETLK reports is the holder's own only on a local file system).
-  static std::string holder_of(int fd) {
-    char text[300] = {};
-    const auto n = ::pread(fd, text, sizeof text - 1, 0);
-    std::string holder(text, n > 0 ? static_cast<std::size_t>(n) : 0);
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
-    if (holder.rfind("pid ", 0) == 0 && holder.find('\n') == std::string::npos) return holder;
-    struct flock probe {};
-    probe.l_type = F_WRLCK;
-    probe.l_whence = SEEK_SET;
-    if (::fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK && probe.l_pid > 0)
-      return "pid " + std::to_string(probe.l_pid) + " on an unknown host";
-    return "an unknown process";
-  }
-
-  // For the message of a job refused by this lock; informative only.
-  void record_holder() {
-    const auto text = holder_text() + "\n";
-    if (::ftruncate(fd_.get(), 0) == 0) (void)!::pwrite(fd_.get(), text.data(), text.size(), 0);
-  }
-
-  static IoError in_use(const std::string& dir, const std::string& by, const std::string& holder = holder_text()) {
-    return IoError("h5dcp: checkpoint directory '" + dir + "' is in use by " +
-                   (by == "this process" ? "another CheckpointManager of this process" : by) + " (lock held by " +
-                   holder + "); one manager (one job) at a time per directory");
-  }
-
-  std::string path_;
-  detail::FileDescriptor fd_;
-  bool locked_ = false;
-  Key key_{};
-};
-
-std::optional<std::string> read_pointer(const std::string& dir) {
-  const auto path = dir + "/" + kPointer;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    if (errno == ENOENT) return std::nullopt;
-    throw_errno("reading '" + path + "'", errno);
-  }
-  char buffer[512];
-  const auto n = std::fread(buffer, 1, sizeof buffer, f);
-  std::fclose(f);
-  std::string text(buffer, n);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
-  return text;
-}
-
-// `latest` := name, atomically and durably: a temporary file written and
-// fsync'd, renamed over `latest`, and the directory fsync'd.
-void write_pointer(const std::string& dir, const std::string& name) {
-  const auto temp = dir + "/" + std::string(kPointerTemp) + detail::writer_tag();
-  auto fd = detail::FileDescriptor::open_or_invalid(temp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (!fd) throw_errno("creating '" + temp + "'", errno);
-  const std::string text = name + "\n";
-  const int write_error = detail::write_fully(fd.get(), text.data(), text.size());
-  const int sync = write_error == 0 ? ::fsync(fd.get()) : -1;
-  const int sync_error = errno;
-  fd.close_quietly();
-  if (write_error != 0 || sync != 0) {
-    detail::remove_quietly(temp);
-    throw_errno("writing '" + temp + "'", write_error != 0 ? write_error : sync_error);
-  }
-  try {
-    detail::publish_by_rename(temp, dir + "/" + kPointer);
-  } catch (...) {
-    detail::remove_quietly(temp);
-    throw;
-  }
+  const auto writer = detail::temporary_writer(name, kPointer);
+  if (!writer) return false;
+  return locked ? *writer != detail::WriterState::Alive : *writer == detail::WriterState::Gone;
 }
 
 // The steps that retention removes once `saved` is published.
@@ -280,6 +83,15 @@ std::vector<std::int64_t> steps_to_remove(const std::vector<std::int64_t>& ascen
     if (!newest && !milestone && step != saved) remove.push_back(step);
   }
   return remove;
+}
+
+// `latest` := the new checkpoint of `step`, then retention's removals.
+void publish(const std::string& dir, const Retention& retention, std::int64_t step) {
+  detail::write_pointer(dir, kPointer, file_name_for(step));
+  for (const auto old : steps_to_remove(list_steps(dir), retention, step)) {
+    const auto path = dir + "/" + file_name_for(old);
+    detail::remove_file(path, "removing the old checkpoint '" + path + "'");
+  }
 }
 
 }  // namespace
@@ -298,9 +110,9 @@ struct CheckpointManager::Impl {
   std::optional<InFlight> in_flight;
   // The last async save, once finished, until wait() reports it.
   std::optional<SaveResult> finished;
-  std::exception_ptr save_failure;      // the same on every rank
-  std::string publish_failure;          // the coordinator's only
-  std::unique_ptr<DirectoryLock> lock;  // the coordinator's only
+  std::exception_ptr save_failure;              // the same on every rank
+  std::string publish_failure;                  // the coordinator's only
+  std::unique_ptr<detail::DirectoryLock> lock;  // the coordinator's only
 
   Impl(MPI_Comm c, const ManagerOptions& o) : user_comm(c), comm(c, o.coordinator), options(o) {}
 };
@@ -320,20 +132,20 @@ CheckpointManager::CheckpointManager(std::string directory, Retention retention,
     detail::create_directories_durably(directory_);
     // Before anything in the directory is touched: a second job's manager
     // must not remove the first one's save in progress.
-    impl_->lock = std::make_unique<DirectoryLock>(directory_);
+    impl_->lock = std::make_unique<detail::DirectoryLock>(directory_);
     detail::ByteWriter out;
     std::vector<std::string> orphans;
-    for (const auto& name : list_names(directory_))
-      if (is_orphan(name) && may_remove(name, impl_->lock->locked())) orphans.push_back(directory_ + "/" + name);
+    for (const auto& name : detail::list_names(directory_))
+      if (may_remove(name, impl_->lock->locked())) orphans.push_back(directory_ + "/" + name);
     out.put<std::uint64_t>(orphans.size());
     for (const auto& path : orphans) {
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno("removing '" + path + "'", errno);
+      detail::remove_file(path, "removing '" + path + "'");
       out.put_string(path);
     }
     return out.take();
   });
   detail::ByteReader in(removed);
-  for (auto n = in.get<std::uint64_t>(); n > 0; --n) removed_orphans_.push_back(in.get_string());
+  for (auto n = in.get_count(); n > 0; --n) removed_orphans_.push_back(in.get_string());
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -379,10 +191,7 @@ bool CheckpointManager::poll() {
   if (!impl.save_failure && impl.comm.is_coordinator()) {
     // Published (the future is ready only after the rename): point at it.
     try {
-      write_pointer(directory_, file_name_for(step));
-      for (const auto old : steps_to_remove(list_steps(directory_), retention_, step))
-        if (::unlink(path_for(old).c_str()) != 0 && errno != ENOENT)
-          throw_errno("removing the old checkpoint '" + path_for(old) + "'", errno);
+      publish(directory_, retention_, step);
     } catch (const std::exception& e) {
       impl.publish_failure = detail::exception_text(e);
     }
@@ -419,10 +228,7 @@ SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, co
   if (o.planner == nullptr && o.plan_cache == nullptr) o.plan_cache = &impl.plan_cache;
   auto result = h5dcp::save(state, path_for(step), o, impl.user_comm);
   impl.comm.broadcast("checkpoint-manager:publish", [&] {
-    write_pointer(directory_, file_name_for(step));
-    for (const auto old : steps_to_remove(list_steps(directory_), retention_, step))
-      if (::unlink(path_for(old).c_str()) != 0 && errno != ENOENT)
-        throw_errno("removing the old checkpoint '" + path_for(old) + "'", errno);
+    publish(directory_, retention_, step);
     return detail::Bytes();
   });
   return result;
@@ -469,7 +275,7 @@ std::optional<CheckpointInfo> CheckpointManager::latest() {
   const auto listing = impl.comm.broadcast("checkpoint-manager:list", [&] {
     detail::ByteWriter out;
     out.put_ints(list_steps(directory_));
-    const auto pointer = read_pointer(directory_);
+    const auto pointer = detail::read_pointer(directory_, kPointer);
     out.put<std::uint8_t>(pointer ? 1 : 0);
     out.put_string(pointer.value_or(""));
     return out.take();

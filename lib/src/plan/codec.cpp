@@ -34,7 +34,7 @@ void put(ByteWriter& w, const std::vector<std::pair<std::string, ContainerKind>>
 
 std::vector<std::pair<std::string, ContainerKind>> get_containers(ByteReader& r) {
   std::vector<std::pair<std::string, ContainerKind>> out;
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto fqn = r.get_string();
     out.emplace_back(std::move(fqn), get_enum(r, ContainerKind::List, "container"));
   }
@@ -77,13 +77,13 @@ Metadata get_metadata(ByteReader& r) {
   md.library_version = r.get_string();
   md.world_size = r.get<std::int32_t>();
   md.created = r.get_string();
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto fqn = r.get_string();
     if (r.get<std::uint8_t>() == 0) {
       TensorStorageMetadata t;
       t.properties.dtype = get_dtype(r);
       t.size = r.get_ints();
-      for (auto m = r.get<std::uint64_t>(); m > 0; --m) t.chunks.push_back(get_chunk(r));
+      for (auto m = r.get_count(); m > 0; --m) t.chunks.push_back(get_chunk(r));
       md.state_dict_metadata.emplace(std::move(fqn), std::move(t));
     } else {
       BytesStorageMetadata b;
@@ -119,7 +119,7 @@ Bytes encode(const SavePlan& plan) {
 SavePlan decode_save_plan(std::string_view bytes) {
   ByteReader r(bytes);
   SavePlan plan;
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     WriteItem item;
     item.index.fqn = r.get_string();
     const bool has_index = r.get<std::uint8_t>() != 0;
@@ -175,13 +175,13 @@ GlobalSavePlan decode_global_save_plan(std::string_view bytes) {
   plan.created = r.get_string();
   plan.world_size = r.get<std::int32_t>();
   plan.containers = get_containers(r);
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     PlannedTensor t;
     t.fqn = r.get_string();
     t.dtype = get_dtype(r);
     t.global_shape = r.get_ints();
     t.sharded = r.get<std::uint8_t>() != 0;
-    for (auto m = r.get<std::uint64_t>(); m > 0; --m) {
+    for (auto m = r.get_count(); m > 0; --m) {
       PlannedChunk c;
       c.chunk = get_chunk(r);
       c.writer = r.get<std::int32_t>();
@@ -190,7 +190,7 @@ GlobalSavePlan decode_global_save_plan(std::string_view bytes) {
     }
     plan.tensors.push_back(std::move(t));
   }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     PlannedValue v;
     v.fqn = r.get_string();
     v.encoding = r.get_string();
@@ -245,7 +245,7 @@ Bytes encode(const std::vector<ChunkChecksums>& checksums) {
 std::vector<ChunkChecksums> decode_chunk_checksums(std::string_view bytes) {
   ByteReader r(bytes);
   std::vector<ChunkChecksums> out;
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     ChunkChecksums c;
     c.tensor = r.get<std::uint32_t>();
     c.chunk = r.get<std::uint32_t>();
@@ -278,11 +278,11 @@ CheckpointIndex decode_checkpoint_index(std::string_view bytes) {
   ByteReader r(bytes);
   CheckpointIndex index;
   index.metadata = get_metadata(r);
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto fqn = r.get_string();
     index.values.emplace(std::move(fqn), r.get_string());
   }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto fqn = r.get_string();
     TensorChecksums c;
     c.rows = r.get_ints();

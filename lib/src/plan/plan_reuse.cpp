@@ -66,6 +66,18 @@ std::vector<std::string> current_values(const GlobalSavePlan& cached, const std:
   return payloads;
 }
 
+std::uint64_t offered_generation(std::uint64_t cached_generation, std::uint64_t cached_digest, std::uint64_t digest) {
+  return cached_generation != 0 && cached_digest == digest ? cached_generation : 0;
+}
+
+PlanReply::Kind plan_decision(std::uint64_t cached_generation, const std::vector<PlanOffer>& offers) {
+  const auto offering = [&](std::uint64_t g) {
+    return std::all_of(offers.begin(), offers.end(), [g](const PlanOffer& o) { return o.generation == g; });
+  };
+  if (cached_generation != 0 && offering(cached_generation)) return PlanReply::Kind::Reused;
+  return offering(0) ? PlanReply::Kind::Planned : PlanReply::Kind::SendWholePlans;
+}
+
 Bytes encode(const PlanOffer& offer) {
   ByteWriter w;
   w.put<std::uint64_t>(offer.generation);
@@ -105,7 +117,7 @@ PlanReply decode_plan_reply(std::string_view bytes) {
   reply.plan = r.get_string();
   reply.temp_path = r.get_string();
   reply.created = r.get_string();
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) reply.values.push_back(r.get_string());
+  for (auto n = r.get_count(); n > 0; --n) reply.values.push_back(r.get_string());
   if (!r.done()) throw Error("h5dcp: corrupt message (trailing bytes)");
   return reply;
 }

@@ -54,6 +54,15 @@ struct PlanReply {
   std::vector<std::string> values;  ///< Reused: current_values
 };
 
+/// The generation a rank offers: its cached plan's when that plan's layout
+/// digest is the new local plan's `digest`, else 0 (plan anew).
+std::uint64_t offered_generation(std::uint64_t cached_generation, std::uint64_t cached_digest, std::uint64_t digest);
+
+/// The coordinator's decision (its cache's generation, every rank's offer):
+/// Reused when all offer the cached generation, Planned when none offers
+/// one, SendWholePlans on a mix (the cached plan no longer fits some rank).
+PlanReply::Kind plan_decision(std::uint64_t cached_generation, const std::vector<PlanOffer>& offers);
+
 Bytes encode(const PlanOffer& offer);
 PlanOffer decode_plan_offer(std::string_view bytes);
 Bytes encode(const PlanReply& reply);

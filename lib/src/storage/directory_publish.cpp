@@ -1,12 +1,11 @@
 #include "storage/directory_publish.hpp"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <vector>
 
+#include "storage/checkpoint_directory.hpp"
 #include "storage/durable_file.hpp"
 
 namespace h5dcp::detail {
@@ -16,23 +15,11 @@ namespace {
 // `dir` itself when nothing else is left in it.
 void remove_own_files(const std::string& dir, const OwnFileName& ours) noexcept {
   try {
-    if (DIR* d = ::opendir(dir.c_str())) {
-      std::vector<std::string> names;
-      while (const auto* entry = ::readdir(d)) {
-        const std::string name = entry->d_name;
-        if (name != "." && name != ".." && ours(name)) names.push_back(name);
-      }
-      ::closedir(d);
-      for (const auto& name : names) {
-        std::string path = dir;
-        path += '/';
-        path += name;
-        remove_quietly(path);
-      }
-    }
-    ::rmdir(dir.c_str());
+    for (const auto& name : list_names(dir))
+      if (ours(name)) remove_quietly(std::string(dir).append("/").append(name));
   } catch (...) {
   }
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace

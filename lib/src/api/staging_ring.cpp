@@ -1,4 +1,4 @@
-#include "storage/staging_ring.hpp"
+#include "api/staging_ring.hpp"
 
 #include "h5dcp/error.hpp"
 
