@@ -2,7 +2,7 @@
 //
 //   mpiexec -n 2 h5dcp-bench [--gib 1] [--reps 5] [--dir DIR] [--no-cold] [--json FILE] (--help: more)
 //
-// The data is that of the peer benchmark (scripts/dcp_peer_bench.py, PyTorch's
+// The data is that of the peer benchmark (bench/dcp_peer_bench.py, PyTorch's
 // DCP): 4 float32 tensors [rows, 4096], row-sharded over the ranks. One
 // untimed warm-up repetition comes first (--warmup), as for the peers. Every
 // timed save includes making the data durable (fsync). Medians over the

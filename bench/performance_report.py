@@ -3,13 +3,13 @@ usage: performance_report.py RESULTS_DIR OUT.md OUT.png   (OUT.png "-": no chart
 
 RESULTS_DIR holds what bench.sh wrote: h5dcp.json (+ h5dcp.txt, its
 stdout), ompio.json, no-writeback.json, hints.json, trace.txt, dcp.json (the
-peer, scripts/dcp_peer_bench.py), torch_save.json, disk.txt, plan.txt
+peer, bench/dcp_peer_bench.py), torch_save.json, disk.txt, plan.txt
 (h5dcp-plan-bench's output), memory-{save,async,load,reshard}.json (h5dcp-bench
 --memory-only, each a process of its own), ab/ (the alternated rounds, the save's
 baselines among them); the GPU section comes from docs/gpu-run/
-(scripts/gpu_report.py). Every number in the generated text comes from those
+(bench/gpu_report.py). Every number in the generated text comes from those
 files; the only literals are the targets' thresholds and PROSE_FIGURES below
-(scripts/check_figures.py checks, in bench.smoke). A side whose own correctness check failed gets no ratio."""
+(bench/check_figures.py checks, in bench.smoke). A side whose own correctness check failed gets no ratio."""
 import json
 import os
 import platform
@@ -44,7 +44,7 @@ PLAN_SECONDS = 1.0         # save and resharded-load planning, 1,024 ranks × 1,
 # Not targets: where the conditions table explains a case (its slowest repetition at least this × its fastest).
 SLOW_VS_FAST = 1.3
 # Figures in the prose that no run measures: settings of the code it describes. Every other figure
-# in the report comes from the run's results (scripts/check_figures.py checks, in bench.smoke).
+# in the report comes from the run's results (bench/check_figures.py checks, in bench.smoke).
 PROSE_FIGURES = ("sleep 200 µs", "sleeps 50 µs, doubling up to 200 µs")
 
 
@@ -189,7 +189,7 @@ direct_ok = bool(layout_runs) and all(j.get("correct") for j in layout_runs)
 
 def reporting_paused(j):
     """Whether a bench's JSON records the VM's free page reporting paused during its run (its
-    order above the page allocator's largest: scripts/page_reporting.sh)."""
+    order above the page allocator's largest: bench/page_reporting.sh)."""
     order, largest = j.get("page_reporting_order", -1), j.get("largest_page_order", -1)
     return 0 <= largest < order
 
@@ -726,7 +726,7 @@ slowest_load = max(plan_load, key=lambda x: x[1]) if plan_load else None
 
 def damon_text():
     """What the kernel's own DAMON pageout schemes freed during the run (bench.sh records
-    scripts/damon_state.py before and after it): memory handed to the host besides the benches'."""
+    bench/damon_state.py before and after it): memory handed to the host besides the benches'."""
     before, after = load_json("damon-before.json"), load_json("damon-after.json")
     if not before or not after:
         return ""
@@ -760,7 +760,7 @@ def damon_text():
             " (the kernel's own counters, before and after the run), and the kernel hands what "
             + ("it frees" if len(pairs) == 1 else "they free")
             + " to the host like any other free memory"
-            " (`scripts/damon_state.py` prints the schemes).")
+            " (`bench/damon_state.py` prints the schemes).")
 
 
 def settle_text():
@@ -901,7 +901,7 @@ lines = [
     "# Performance",
     "",
     "Measured by `scripts/bench.sh` in one run on one disk: h5dcp-bench (h5dcp and the raw MPI-IO",
-    f"baselines), the peer benchmark `scripts/dcp_peer_bench.py` ({PEER}: PyTorch's own",
+    f"baselines), the peer benchmark `bench/dcp_peer_bench.py` ({PEER}: PyTorch's own",
     "`torch.distributed.checkpoint` with DTensors, run for comparison, not h5dcp), and torch.save",
     f"from one process. {h['ranks']} ranks; {gb:.3f} GB of float32 in {shape}, row-sharded over",
     "the ranks, the same data on every side. Every timed save includes fsync. Medians of "
@@ -991,7 +991,7 @@ if traced:
         lines.append(f"| {st} | " + " | ".join(cells) + " |")
 
 # What the machine did during the watched cases' repetitions (the benches'
-# "conditions": apps/bench_conditions.hpp, the peer's machine_counters): each
+# "conditions": bench/bench_conditions.hpp, the peer's machine_counters): each
 # case's fastest and slowest repetitions, and which counter accounts for the
 # time between them.
 def conditions_of(runs, key):
@@ -1338,7 +1338,7 @@ def page_reporting_text():
             " back to its host (free page reporting), and the host takes those pages away, so that the next touch"
             " of each costs a fault on the host, which the guest counts as CPU time in whatever touched the page"
             " (here the copy into the page cache), not as steal. In each round both sides ran the case once more"
-            " with that reporting paused (`scripts/page_reporting.sh`, restored right after): h5dcp's saves took"
+            " with that reporting paused (`bench/page_reporting.sh`, restored right after): h5dcp's saves took"
             f" {spread(ur_h_samples['transformer_save'])} s, median {hs:.3f} s, against {s['transformer_save']:.3f}"
             f" s with it on ({s['transformer_save'] / hs:.2f} × faster), and {PEER}'s"
             f" {spread(ur_p_samples['transformer_save'])} s, median {ps:.3f} s, against"

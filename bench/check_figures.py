@@ -11,7 +11,7 @@ readme: README.md carries no figure outside README_ALLOWED, settings and
 quoted output (measured figures belong in docs/PERFORMANCE.md, which the run
 writes).
 
-report: runs GENERATOR (scripts/performance_report.py) on RESULTS_DIR and on
+report: runs GENERATOR (bench/performance_report.py) on RESULTS_DIR and on
 two copies whose every measured value (each JSON float and byte count, each
 decimal in its text files) is changed, each by a factor of its own; a figure
 that comes out the same in all three reports was not produced by the run, and
