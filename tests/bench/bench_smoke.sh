@@ -279,20 +279,25 @@ grep -q "check failed" "$report" && fail "a side's check failed: $(grep "check f
 "$py" "$src/bench/check_figures.py" report "$src/bench/performance_report.py" "$work/out" ||
   fail "the report carries a figure the run did not produce"
 "$py" "$src/bench/check_figures.py" readme "$src/README.md" || fail "README.md carries a measured figure"
-# ... and the check fails where one is typed: a figure planted in copies of the generator (one typed
-# into its text, one computed from a literal) and of README.md.
-"$py" - "$src/bench/performance_report.py" "$work/typed_report.py" <<'PY'
+# ... and the check fails where one is typed: a figure planted in copies of the generator and its
+# template (one typed into the template's prose, one computed in the generator from a literal) and
+# of README.md.
+"$py" - "$src/bench/performance_report" "$work/typed_report" <<'PY'
 import sys
-text = open(sys.argv[1]).read()
+src, dst = sys.argv[1], sys.argv[2]
+text = open(src + ".md.in").read()
 for old, new in (("The POSIX write puts the same bytes", "The POSIX write, 12 % faster, puts the same bytes"),
-                 ("(dd oflag=direct) bypasses the page cache", "(dd oflag=direct, {2.5} × h5dcp) bypasses the page cache")):
+                 ("(dd oflag=direct) bypasses the page cache", "(dd oflag=direct, ${typed} × h5dcp) bypasses the page cache")):
     assert old in text, old
     text = text.replace(old, new)
-open(sys.argv[2], "w").write(text.replace('"  (dd oflag=direct,', 'f"  (dd oflag=direct,'))
+open(dst + ".md.in", "w").write(text)
+code = open(src + ".py").read()
+assert "values = dict(\n" in code
+open(dst + ".py", "w").write(code.replace("values = dict(\n", 'values = dict(typed=f"{2.5}",\n'))
 PY
 "$py" "$src/bench/check_figures.py" report "$work/typed_report.py" "$work/out" 2> "$work/typed.txt" &&
   fail "check_figures.py passed a report with typed figures"
-grep -q "typed_report.py:[0-9]*: '12'" "$work/typed.txt" && grep -q "the report: '2.5'" "$work/typed.txt" ||
+grep -q "typed_report.md.in:[0-9]*: '12'" "$work/typed.txt" && grep -q "the report: '2.5'" "$work/typed.txt" ||
   fail "check_figures.py did not name the typed figures: $(cat "$work/typed.txt")"
 sed 's/^## .*/& (about 1.4 × faster)/' "$src/README.md" > "$work/README-typed.md"
 "$py" "$src/bench/check_figures.py" readme "$work/README-typed.md" 2> /dev/null &&
