@@ -170,9 +170,9 @@ def check_report(generator, results):
     allowed = lambda text, a, b, n: (float(n.replace(",", "")) in values  # noqa: E731
                                      or covered(text, a, b, phrases))
     template = os.path.splitext(generator)[0] + ".md.in"
+    lines = enumerate(open(template, encoding="utf-8"), 1) if os.path.exists(template) else ()
     bad = [f"{path}:{no}: '{n}' typed in ...{context(t, a, b)}..."
-           for path, texts in ((generator, literals),
-                               (template, enumerate(open(template, encoding="utf-8"), 1) if os.path.exists(template) else ()))
+           for path, texts in ((generator, literals), (template, lines))
            for no, t in texts for a, b, n in figures(t) if not allowed(t, a, b, n)]
     own = strings_of(results)
     # The report of the run, and two of the run changed (two, so that a figure that comes out

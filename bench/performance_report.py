@@ -866,7 +866,8 @@ def warmup_text():
     return "; ".join(x for x in (
         fill("warmup", reps=plural(w, "untimed repetition")) if w else fill("warmup.none", reps=h["reps"]),
         peer and fill("warmup.peer", peer=PEER, warmups=plural(peer["warmup_reps"], "time"), reps=peer["reps"]),
-        ts and fill("warmup.torch_save", warmups=plural(ts.get("warmup_reps", 0), "untimed save"), reps=ts["reps"])) if x)
+        ts and fill("warmup.torch_save", warmups=plural(ts.get("warmup_reps", 0), "untimed save"),
+                    reps=ts["reps"])) if x)
 
 
 cpu = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
@@ -1159,7 +1160,8 @@ def transformer_text():
         no_hints=fill("transformer.no_hints", seconds=num(s["transformer_load_cold_no_readahead"]))
         if "transformer_load_cold_no_readahead" in s else "") if "transformer_load_cold" in s else "")
     if "transformer_save" in p_med and tf_same:
-        text += fill("transformer.peer", peer=PEER, save=num(p_med["transformer_save"]), load=num(p_med["transformer_load"]),
+        text += fill("transformer.peer", peer=PEER, save=num(p_med["transformer_save"]),
+                     load=num(p_med["transformer_load"]),
                      cold=fill("transformer.peer.cold", seconds=num(p_med["transformer_load_cold"]))
                      if "transformer_load_cold" in p_med else "")
     if ab_rounds:
@@ -1197,7 +1199,8 @@ def page_reporting_text():
     paused on both sides (empty where they were not run)."""
     if not (paused_ratio("transformer_save") and reporting_on and "transformer_save" in p_med):
         return ""
-    hs, ps, h_on, p_on = ur_h_med["transformer_save"], ur_p_med["transformer_save"], s["transformer_save"], p_med["transformer_save"]
+    hs, ps = ur_h_med["transformer_save"], ur_p_med["transformer_save"]
+    h_on, p_on = s["transformer_save"], p_med["transformer_save"]
     load = paused_ratio("transformer_load_cold")
     return fill("page_reporting", h_spread=spread(ur_h_samples["transformer_save"]), h_paused=num(hs), h_on=num(h_on),
                 h_gain=num(h_on / hs, 2), peer=PEER, p_spread=spread(ur_p_samples["transformer_save"]),
@@ -1211,7 +1214,8 @@ def tf_no_wb_text():
     if not (tf_no_wb_med and tf_no_wb_ok and ab_rounds):
         return ""
     default = s["transformer_save"]
-    text = fill("tf_no_wb", spread=spread(tf_no_wb_times), median=num(tf_no_wb_med), ratio=num(default / tf_no_wb_med, 2),
+    text = fill("tf_no_wb", spread=spread(tf_no_wb_times), median=num(tf_no_wb_med),
+                ratio=num(default / tf_no_wb_med, 2),
                 peer=fill("tf_no_wb.peer", ratio=num(p_med["transformer_save"] / tf_no_wb_med, 2), peer=PEER)
                 if "transformer_save" in p_med and tf_same else "")
     if tf_no_wb_med >= default:
@@ -1239,9 +1243,9 @@ def save_vs_peer_text():
         text += fill("save_vs_peer.baselines")
     if "save" in p_med:
         h_alt, p_alt = save_ab_h_med, save_ab_p_med
-        text += fill("save_vs_peer.main_runs", h_main=num(s["save"]), h_spread=h_spread("save"), p_main=num(p_med["save"]),
-                     peer=PEER, p_spread=spread(pc["save"]["seconds"]), h_ratio=num(s["save"] / h_alt, 2),
-                     p_ratio=num(p_med["save"] / p_alt, 2))
+        text += fill("save_vs_peer.main_runs", h_main=num(s["save"]), h_spread=h_spread("save"),
+                     p_main=num(p_med["save"]), peer=PEER, p_spread=spread(pc["save"]["seconds"]),
+                     h_ratio=num(s["save"] / h_alt, 2), p_ratio=num(p_med["save"] / p_alt, 2))
         if s["save"] / h_alt > 1.5 and p_med["save"] / p_alt < 1.5:
             text += fill("save_vs_peer.slower_inside")
     return text
@@ -1302,7 +1306,8 @@ values = dict(
                        percent=f"{100 * s['staging_copy'] / s['save']:.0f}") if "staging_copy" in s and h_ok else "",
     staging_idle=fill("staging_idle", idle=f"{s['staging_copy_idle']:.3f}",
                       idle_vs_touched=f"{s['staging_copy_idle'] / s['staging_copy']:.2f}",
-                      call_vs_idle=f"{statistics.median(h['seconds']['async_engine_copy']) / s['staging_copy_idle']:.2f}")
+                      call_vs_idle=num(statistics.median(h["seconds"]["async_engine_copy"])
+                                       / s["staging_copy_idle"], 2))
     if "staging_copy_idle" in s and h.get("seconds", {}).get("async_engine_copy") else "",
     settle=settle_text(), limits=limits_text(), cold=cold_text(),
     transformer_name=tf_name[0].upper() + tf_name[1:] if tf_name else "A transformer",
