@@ -272,63 +272,49 @@ def check_cell(flag):
     return "equal" if flag else "**check failed**"
 
 
+def h_row(name, key, checked):
+    """A row of h5dcp-bench's main run: the median of `key`, its GB/s (none for a call that need not
+    move the bytes), its repetitions."""
+    return name, s.get(key), None if key in ("async_blocking", "staged_training_waited") else h_rate(key), \
+        h_spread(key), checked
+
+
 # (name, seconds, GB/s, min-max of the repetitions, checked)
-rows = [
-    ("raw MPI-IO write + fsync (ROMIO, the default; MPI_File_write_at_all)", s["raw"], h_rate("raw"), h_spread("raw"),
-     "not read back"),
-    ("raw MPI-IO write + fsync (ROMIO, independent MPI_File_write_at)", s.get("raw_independent"),
-     h_rate("raw_independent"), h_spread("raw_independent"), "not read back"),
-]
+H_CHECKED, NOT_READ = check_cell(h_ok), "not read back"
+rows = [h_row(*row) for row in (
+    ("raw MPI-IO write + fsync (ROMIO, the default; MPI_File_write_at_all)", "raw", NOT_READ),
+    ("raw MPI-IO write + fsync (ROMIO, independent MPI_File_write_at)", "raw_independent", NOT_READ))]
 if ompio:
     rows.append(("raw MPI-IO write + fsync (OMPIO)", ompio["median_seconds"]["raw"], bw(ompio["median_seconds"]["raw"]),
-                 spread(ompio.get("seconds", {}).get("raw", [])), "not read back"))
-rows += [
-    ("h5dcp save", s["save"], h_rate("save"), h_spread("save"), check_cell(h_ok) + " (through the loads)"),
-    ("POSIX pwrite + fsync, h5dcp's tricks (space reserved, early write-back)", s.get("posix_write"),
-     h_rate("posix_write"), h_spread("posix_write"), "not read back"),
+                 spread(ompio.get("seconds", {}).get("raw", [])), NOT_READ))
+rows += [h_row(*row) for row in (
+    ("h5dcp save", "save", H_CHECKED + " (through the loads)"),
+    ("POSIX pwrite + fsync, h5dcp's tricks (space reserved, early write-back)", "posix_write", NOT_READ),
     ("POSIX pwrite + fsync, h5dcp's tricks, XXH3 of every byte, published (rename, directory fsync)",
-     s.get("posix_checkpoint"), h_rate("posix_checkpoint"), h_spread("posix_checkpoint"), "not read back"),
-    ("O_DIRECT write + fsync (dd oflag=direct)", s.get("direct_write"), h_rate("direct_write"),
-     h_spread("direct_write"), "not read back"),
-    ("h5dcp load (same sharding)", s["load"], h_rate("load"), h_spread("load"), check_cell(h_ok)),
-    ("h5dcp resharded load", s["reshard"], h_rate("reshard"), h_spread("reshard"), check_cell(h_ok)),
-    ("POSIX read (pread 16 MiB at a time, dd bs=16M)", s.get("posix_read"), h_rate("posix_read"),
-     h_spread("posix_read"), ""),
-    ("h5dcp load, cold", s.get("load_cold"), h_rate("load_cold"), h_spread("load_cold"), check_cell(h_ok)),
-    ("h5dcp load, cold, no read-ahead hints (H5DCP_READAHEAD_MIB=0)", s.get("load_cold_no_readahead"),
-     h_rate("load_cold_no_readahead"), h_spread("load_cold_no_readahead"), check_cell(h_ok)),
-    ("h5dcp resharded load, cold", s.get("reshard_cold"), h_rate("reshard_cold"),
-     h_spread("reshard_cold"), check_cell(h_ok)),
-    ("POSIX read, cold", s.get("posix_read_cold"), h_rate("posix_read_cold"), h_spread("posix_read_cold"), ""),
-    ("O_DIRECT read (dd iflag=direct bs=16M: past the page cache, cold either way)", s.get("direct_read"),
-     h_rate("direct_read"), h_spread("direct_read"), ""),
-    ("h5dcp async save, until durable", s["async_total"], h_rate("async_total"),
-     h_spread("async_total"), async_checked),
-    ("h5dcp async save, caller blocked", s["async_blocking"], None, h_spread("async_blocking"), async_checked),
-    ("h5dcp async save, caller blocked: its copy into staging memory (the engine's own timing)",
-     s.get("async_engine_copy"), h_rate("async_engine_copy"), h_spread("async_engine_copy"), ""),
-    ("memory copy of the shards into touched memory (floor of the above)", s.get("staging_copy"),
-     h_rate("staging_copy"), h_spread("staging_copy"), ""),
-]
-if "staging_copy_idle" in s:
-    rows += [
-        ("the same copy into memory left alone since the previous sample's copy, as the staging memory is"
-         " between saves", s["staging_copy_idle"], h_rate("staging_copy_idle"), h_spread("staging_copy_idle"), ""),
-    ]
-if "staged_total" in s:
-    rows += [
-        ("h5dcp async save staged in the background, until durable", s["staged_total"], h_rate("staged_total"),
-         h_spread("staged_total"),
-         async_checked),
-        ("h5dcp async save staged in the background: training waited (the call + the wait on `staged` after "
-         "the step's compute)", s["staged_training_waited"], None, h_spread("staged_training_waited"), async_checked),
-    ]
-if "staged_engine_copy" in s:
-    rows += [
-        ("h5dcp async save staged in the background: its copy into staging memory the async save wrote seconds "
-         "before (the engine's own timing)", s["staged_engine_copy"], h_rate("staged_engine_copy"),
-         h_spread("staged_engine_copy"), ""),
-    ]
+     "posix_checkpoint", NOT_READ),
+    ("O_DIRECT write + fsync (dd oflag=direct)", "direct_write", NOT_READ),
+    ("h5dcp load (same sharding)", "load", H_CHECKED),
+    ("h5dcp resharded load", "reshard", H_CHECKED),
+    ("POSIX read (pread 16 MiB at a time, dd bs=16M)", "posix_read", ""),
+    ("h5dcp load, cold", "load_cold", H_CHECKED),
+    ("h5dcp load, cold, no read-ahead hints (H5DCP_READAHEAD_MIB=0)", "load_cold_no_readahead", H_CHECKED),
+    ("h5dcp resharded load, cold", "reshard_cold", H_CHECKED),
+    ("POSIX read, cold", "posix_read_cold", ""),
+    ("O_DIRECT read (dd iflag=direct bs=16M: past the page cache, cold either way)", "direct_read", ""),
+    ("h5dcp async save, until durable", "async_total", async_checked),
+    ("h5dcp async save, caller blocked", "async_blocking", async_checked),
+    ("h5dcp async save, caller blocked: its copy into staging memory (the engine's own timing)", "async_engine_copy",
+     ""),
+    ("memory copy of the shards into touched memory (floor of the above)", "staging_copy", ""))]
+# Rows that older h5dcp-bench runs lack, left out rather than empty.
+rows += [h_row(*row) for row in (
+    ("the same copy into memory left alone since the previous sample's copy, as the staging memory is between saves",
+     "staging_copy_idle", ""),
+    ("h5dcp async save staged in the background, until durable", "staged_total", async_checked),
+    ("h5dcp async save staged in the background: training waited (the call + the wait on `staged` after the step's"
+     " compute)", "staged_training_waited", async_checked),
+    ("h5dcp async save staged in the background: its copy into staging memory the async save wrote seconds before"
+     " (the engine's own timing)", "staged_engine_copy", "")) if row[1] in s]
 PEER_CASES = (("save", "save"), ("load", "load (same sharding)"), ("reshard", "resharded load"),
               ("load_cold", "load, cold"), ("reshard_cold", "resharded load, cold"),
               ("async_total", "async save, until durable"), ("async_blocking", "async save, caller blocked"))
