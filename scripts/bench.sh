@@ -8,7 +8,7 @@
 #     save, an async save, a load and a resharded load adds, each in a process
 #     of its own;
 #   the raw MPI-IO write under OMPIO too (the faster component, for reference);
-#   the peer benchmark, PyTorch's own DCP (scripts/dcp_peer_bench.py, in the
+#   the peer benchmark, PyTorch's own DCP (bench/dcp_peer_bench.py, in the
 #     project's virtual environment: not h5dcp, run for comparison);
 #   torch.save of the whole (gathered) state from one process;
 #   h5dcp-plan-bench: a save's and a resharded load's planning at 1,024 ranks;
@@ -26,7 +26,7 @@
 # --transformer-layouts: the same bytes by POSIX calls in three file layouts and
 # as a direct-I/O writer would write them (O_DIRECT, a file per rank),
 # and, as root in a virtual machine with free page reporting, both sides' case
-# once more with that reporting paused (scripts/page_reporting.sh; restored
+# once more with that reporting paused (bench/page_reporting.sh; restored
 # right after, and on exit));
 # SAVE_AB_ROUNDS (5): the same for the 1 GiB save, with the save's baselines (raw MPI-IO and POSIX
 # writes) as a third side (the save targets);
@@ -46,7 +46,7 @@ cold=()
 [ "${COLD:-1}" = 0 ] && cold=(--no-cold)
 
 scripts/install-deps.sh
-source scripts/page_reporting.sh
+source bench/page_reporting.sh
 trap resume_page_reporting EXIT
 source scripts/venv-paths.sh
 py="$H5DCP_VENV/bin/python"
@@ -62,36 +62,36 @@ if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 findmnt -no SOURCE,FSTYPE,OPTIONS -T "$DIR" > "$out/disk.txt" 2>/dev/null || true
 # The kernel's own DAMON pageout schemes, before and after the run: what they free is handed
 # to the host beside what the benches free (the report says how much).
-"$py" scripts/damon_state.py > "$out/damon-before.json" 2>/dev/null || true
+"$py" bench/damon_state.py > "$out/damon-before.json" 2>/dev/null || true
 # A side whose check fails still writes its JSON (and exits non-zero): go on,
 # the report says which check failed.
 status=0
 echo "== h5dcp-bench (ROMIO), $RANKS ranks, $GIB GiB, $REPS reps"
-OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" \
+OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" \
   --async-samples "$ASYNC_SAMPLES" --json "$out/h5dcp.json" "${cold[@]}" | tee "$out/h5dcp.txt" || status=1
 echo "== memory a save, an async save, a load and a resharded load add: each in a process of its own"
 # (in the run above every case's freed buffers stay in glibc's heap and would hide the next one's);
 # "save" first: the loads read the file it leaves.
 for case in save load reshard async; do
-  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --dir "$DIR" --memory-only "$case" \
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --gib "$GIB" --dir "$DIR" --memory-only "$case" \
     --json "$out/memory-$case.json" || status=1
 done
 echo "== knobs: early write-back off; ROMIO data sieving and collective buffering off (hints file)"
-H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/apps/h5dcp-bench" \
+H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/bench/h5dcp-bench" \
   --gib "$GIB" --reps "$REPS" --dir "$DIR" --save-only --json "$out/no-writeback.json" | grep "h5dcp save"
 printf 'romio_ds_write disable\nromio_cb_write disable\n' > "$out/romio-hints"
-ROMIO_HINTS="$out/romio-hints" OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x ROMIO_HINTS "$build/apps/h5dcp-bench" \
+ROMIO_HINTS="$out/romio-hints" OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x ROMIO_HINTS "$build/bench/h5dcp-bench" \
   --gib "$GIB" --reps "$REPS" --dir "$DIR" --save-only --json "$out/hints.json" | grep "h5dcp save"
 echo "== where the time goes: one traced run of 2 repetitions (H5DCP_TRACE=1; the report shows the second)"
-H5DCP_TRACE=1 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_TRACE "$build/apps/h5dcp-bench" --gib "$GIB" --no-cold \
+H5DCP_TRACE=1 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_TRACE "$build/bench/h5dcp-bench" --gib "$GIB" --no-cold \
   --reps 2 --dir "$DIR" 2> "$out/trace.txt" | tail -3
 echo "== planning at scale: h5dcp-plan-bench (1,024 ranks x 1,000 tensors, one process)"
-"$build/apps/h5dcp-plan-bench" | tee "$out/plan.txt" || status=1
+"$build/bench/h5dcp-plan-bench" | tee "$out/plan.txt" || status=1
 echo "== raw MPI-IO write under OMPIO"
-OMPI_MCA_io=ompio mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" --raw-only \
+OMPI_MCA_io=ompio mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --gib "$GIB" --reps "$REPS" --dir "$DIR" --raw-only \
   --json "$out/ompio.json" | tail -1
-echo "== peer: PyTorch DCP (scripts/dcp_peer_bench.py), $REPS reps after one warm-up"
-mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --dir "$DIR/dcp" --gib "$GIB" --reps "$REPS" \
+echo "== peer: PyTorch DCP (bench/dcp_peer_bench.py), $REPS reps after one warm-up"
+mpiexec -n "$RANKS" "$py" bench/dcp_peer_bench.py --dir "$DIR/dcp" --gib "$GIB" --reps "$REPS" \
   --threads "$DCP_THREADS" --json "$out/dcp.json" "${cold[@]}" || status=1
 # The 1 GiB save and the transformer case once more, h5dcp-bench and the peer
 # alternately, so that both meet the disk in the same state (in the runs above
@@ -105,15 +105,15 @@ threads=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["thread
 # their own, so that each save target is judged against a baseline timed where the save sits; the
 # three take turns going first.
 save_h5dcp() {
-  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --save-only --no-raw --gib "$GIB" \
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --save-only --no-raw --gib "$GIB" \
     --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/save-h5dcp-$round.json" | grep "h5dcp save" || status=1
 }
 save_dcp() {
-  mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --save-only --small-count 0 --gib "$GIB" --reps "$AB_REPS" \
+  mpiexec -n "$RANKS" "$py" bench/dcp_peer_bench.py --save-only --small-count 0 --gib "$GIB" --reps "$AB_REPS" \
     --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/save-dcp-$round.json" | grep "^save" || status=1
 }
 save_baselines() {
-  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --baselines-only --gib "$GIB" \
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --baselines-only --gib "$GIB" \
     --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/save-baselines-$round.json" | grep -E "raw|POSIX|XXH3" || status=1
 }
 save_sides=(save_h5dcp save_dcp save_baselines)
@@ -123,31 +123,31 @@ for round in $(seq "$SAVE_AB_ROUNDS"); do
 done
 echo "== the transformer case, h5dcp-bench and the peer alternately ($AB_ROUNDS rounds of $AB_REPS reps)"
 for round in $(seq "$AB_ROUNDS"); do
-  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --transformer-only --gib 0.01 --small-count 0 \
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --transformer-only --gib 0.01 --small-count 0 \
     --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/h5dcp-$round.json" "${cold[@]}" | tail -4 || status=1
   # The same with early write-back off: the knob, measured where it matters most (a save right
   # after cold loads, whose page-cache drop this case's saves follow).
-  H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/apps/h5dcp-bench" \
+  H5DCP_WRITEBACK_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_WRITEBACK_MIB "$build/bench/h5dcp-bench" \
     --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" --dir "$DIR" \
     --json "$out/ab/no-writeback-h5dcp-$round.json" "${cold[@]}" | grep transformer_save || status=1
   # ... and with the loads' read-ahead hints off (the cold load's knob; a run of its own, so that
   # the default run's saves follow the same steps as the peer's).
-  H5DCP_READAHEAD_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_READAHEAD_MIB "$build/apps/h5dcp-bench" \
+  H5DCP_READAHEAD_MIB=0 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_READAHEAD_MIB "$build/bench/h5dcp-bench" \
     --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" --dir "$DIR" \
     --json "$out/ab/no-readahead-h5dcp-$round.json" "${cold[@]}" | grep transformer_load_cold || status=1
-  mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" \
+  mpiexec -n "$RANKS" "$py" bench/dcp_peer_bench.py --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" \
     --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/dcp-$round.json" "${cold[@]}" | grep transformer || status=1
   # What the one-file layout alone costs: the same bytes by POSIX calls into one shared file, one
   # file with a region per rank, and a file per rank, each after a page-cache drop.
-  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --transformer-layouts --gib 0.01 --small-count 0 \
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --transformer-layouts --gib 0.01 --small-count 0 \
     --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/layouts-h5dcp-$round.json" "${cold[@]}" | grep -E "posix|direct" || status=1
   # Both sides once more with the VM's free page reporting paused: what the host taking freed
   # memory away costs each (the JSONs record the knob as it was).
   if pause_page_reporting; then
-    OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/apps/h5dcp-bench" --transformer-only --gib 0.01 --small-count 0 \
+    OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --transformer-only --gib 0.01 --small-count 0 \
       --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/unreported-h5dcp-$round.json" "${cold[@]}" |
       grep transformer_save || status=1
-    mpiexec -n "$RANKS" "$py" scripts/dcp_peer_bench.py --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" \
+    mpiexec -n "$RANKS" "$py" bench/dcp_peer_bench.py --transformer-only --gib 0.01 --small-count 0 --reps "$AB_REPS" \
       --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/unreported-dcp-$round.json" "${cold[@]}" |
       grep transformer_save || status=1
     resume_page_reporting
@@ -162,9 +162,9 @@ OMPI_MCA_io=romio321 "$py" tests/convert/larger_than_memory_test.py "$build/apps
 tail -n 1 "$out/convert.txt"
 [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || status=1
 echo "== torch.save of the whole state from one process"
-"$py" scripts/torch_save_bench.py "$DIR/torch.pt" "$GIB" "$REPS" | tee "$out/torch_save.json" || status=1
-"$py" scripts/damon_state.py > "$out/damon-after.json" 2>/dev/null || true
-"$py" scripts/performance_report.py "$out" docs/PERFORMANCE.md docs/performance.png
+"$py" bench/torch_save_bench.py "$DIR/torch.pt" "$GIB" "$REPS" | tee "$out/torch_save.json" || status=1
+"$py" bench/damon_state.py > "$out/damon-after.json" 2>/dev/null || true
+"$py" bench/performance_report.py "$out" docs/PERFORMANCE.md docs/performance.png
 rm -rf "$DIR"
 echo "wrote docs/PERFORMANCE.md and docs/performance.png (the run's raw results: $out)"
 [ "$status" -eq 0 ] || echo "bench.sh: a side's correctness check failed or it did not finish; see the report" >&2

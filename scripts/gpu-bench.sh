@@ -8,7 +8,7 @@
 #                             offers for GPUs: one reused cached writer, and a
 #                             DefaultStager staging in the background, fresh per
 #                             save on torch <= 2.12; load, resharded load)
-# then scripts/gpu_report.py renders the table docs/PERFORMANCE.md records.
+# then bench/gpu_report.py renders the table docs/PERFORMANCE.md records.
 #   scripts/gpu-bench.sh OUT_DIR    (H5DCP_BUILD_DIR: the build with h5dcp-gpu-bench;
 #                                    H5DCP_BENCH_PYTHON: python with the CUDA torch)
 # Knobs: GIB (4), REPS (3), GPU_BENCH_DIR (scratch, default /tmp/h5dcp-gpu-bench).
@@ -33,13 +33,13 @@ status=0
 start=$(date +%s)
 for ranks in ${GPU_BENCH_RANKS:-1}; do
   echo "== h5dcp on the GPU, $ranks rank(s) [$(( $(date +%s) - start )) s]"
-  OMPI_MCA_io=romio321 mpiexec -n "$ranks" "$build/apps/h5dcp-gpu-bench" --gib "$GIB" --reps "$REPS" \
+  OMPI_MCA_io=romio321 mpiexec -n "$ranks" "$build/bench/h5dcp-gpu-bench" --gib "$GIB" --reps "$REPS" \
     --dir "$DIR" --json "$out/h5dcp-np$ranks.json" || status=1
   echo "== peer: PyTorch DCP on the GPU, $ranks rank(s) [$(( $(date +%s) - start )) s]"
-  mpiexec -n "$ranks" "$py" scripts/dcp_peer_bench.py --device cuda --dir "$DIR/dcp" --gib "$GIB" --reps "$REPS" \
+  mpiexec -n "$ranks" "$py" bench/dcp_peer_bench.py --device cuda --dir "$DIR/dcp" --gib "$GIB" --reps "$REPS" \
     --trial-reps 1 --small-count 0 --transformer-layers 0 --json "$out/dcp-np$ranks.json" || status=1
 done
-"$py" scripts/gpu_report.py "$out" "$out/gpu-table.md" || status=1
+"$py" bench/gpu_report.py "$out" "$out/gpu-table.md" || status=1
 cat "$out/gpu-table.md"
 echo "gpu-bench.sh: $(( $(date +%s) - start )) s"
 exit $status

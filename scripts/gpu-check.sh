@@ -12,7 +12,7 @@
 #      1-4 ranks sharing the GPU), the unit, single-process, utility and core
 #      MPI tests, and h5dcp-train's resume tests (training on the GPU);
 #   4. with `bench` in H5DCP_GPU_STEPS, h5dcp-bench --device cuda against
-#      PyTorch's DCP on the same GPU (scripts/dcp_peer_bench.py --device cuda).
+#      PyTorch's DCP on the same GPU (bench/dcp_peer_bench.py --device cuda).
 # H5DCP_GPU_STEPS (default "build test") chooses the steps after unpacking
 # ("configure": only configure, to check the paths on a machine without a GPU).
 # Logs and results go to $OUT (the device tool's) or ${H5DCP_GPU_OUT:-gpu-out}.
@@ -98,7 +98,7 @@ if [[ $steps == *" test "* ]]; then
   (cd "$build_dir" && H5DCP_REQUIRE_GPU=1 H5DCP_TRAIN_DEVICE=cuda ctest --output-on-failure --timeout 300 --parallel 4 \
     -R '^(mpi\.gpu\..*|unit|single_process|utils|mpi\.core\.np2|train\.reference|train\.resume\..*)$') \
     >"$out/ctest.log" 2>&1 || status=$?
-  # The summary scripts/gpu_report.py puts beside the benchmark's table.
+  # The summary bench/gpu_report.py puts beside the benchmark's table.
   grep -E "^ *[0-9]+/[0-9]+ Test|tests passed" "$out/ctest.log" >"$out/tests.txt" || true
   grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|Failed|\*\*\*" "$out/ctest.log" | tail -60
   # The GPU tests again with CUDA_VISIBLE_DEVICES naming the GPU (as

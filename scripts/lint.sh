@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The code's habits, checked (CI runs this after scripts/test.sh):
-#  1. clang-format --dry-run -Werror over every C++ file of lib/, apps/ and
-#     tests/ (the repository's .clang-format);
+#  1. clang-format --dry-run -Werror over every C++ file of lib/, apps/, bench/
+#     and tests/ (the repository's .clang-format);
 #  2. the layering of lib/ (scripts/check-layers.py, docs/ARCHITECTURE.md);
 #  3. clang-tidy (the repository's .clang-tidy, every warning an error) over
 #     every source file of every layer of lib/src. Files that include
@@ -15,7 +15,7 @@ scripts/install-deps.sh
 build_dir=${H5DCP_BUILD_DIR:-build}
 
 mapfile -t sources < <(git ls-files -co --exclude-standard 'lib/*.cpp' 'lib/*.hpp' 'apps/*.cpp' 'apps/*.hpp' \
-  'tests/*.cpp' 'tests/*.hpp')
+  'bench/*.cpp' 'bench/*.hpp' 'tests/*.cpp' 'tests/*.hpp')
 clang-format-14 --dry-run -Werror "${sources[@]}"
 echo "lint.sh: clang-format: ${#sources[@]} files formatted as .clang-format says"
 

@@ -9,7 +9,7 @@
 # baselines as a third side of the alternated save round (--baselines-only). Both
 # sides check their own loads; this checks that they did (exit codes, "equal"),
 # that the report has every case and target row, each with a figure, and that
-# no figure in the report or README.md was typed by hand (scripts/check_figures.py,
+# no figure in the report or README.md was typed by hand (bench/check_figures.py,
 # shown to fail on copies with a typed figure).
 # usage: bench_smoke.sh BENCH_EXE PLAN_BENCH_EXE PYTHON MPIEXEC SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -17,8 +17,8 @@ bench=$1 plan_bench=$2 py=$3 mpiexec=$4 src=$5 work=$6
 rm -rf "$work" && mkdir -p "$work/out"
 fail() { echo "bench_smoke: $*" >&2; exit 1; }
 # The kernel's DAMON pageout schemes before and after, as bench.sh records them.
-"$py" "$src/scripts/damon_state.py" > "$work/out/damon-before.json" || fail "damon_state.py failed"
-source "$src/scripts/page_reporting.sh"
+"$py" "$src/bench/damon_state.py" > "$work/out/damon-before.json" || fail "damon_state.py failed"
+source "$src/bench/page_reporting.sh"
 trap resume_page_reporting EXIT
 
 tiny_transformer=(--transformer-layers 2 --transformer-hidden 64 --transformer-vocab 256)
@@ -37,7 +37,7 @@ for case in save load reshard async; do
     > "$work/out/memory-$case.txt" || fail "h5dcp-bench --memory-only $case failed: $(cat "$work/out/memory-$case.txt")"
   grep -q "read back: equal" "$work/out/memory-$case.txt" || fail "h5dcp-bench --memory-only $case: not equal"
 done
-"$mpiexec" -x H5DCP_BENCH_SETTLE_LIMIT -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --dir "$work/dcp" --gib 0.02 --reps 1 --threads 1 \
+"$mpiexec" -x H5DCP_BENCH_SETTLE_LIMIT -n 2 "$py" "$src/bench/dcp_peer_bench.py" --dir "$work/dcp" --gib 0.02 --reps 1 --threads 1 \
   --small-count 40 --no-cold "${tiny_transformer[@]}" --port $((29600 + RANDOM % 300)) --json "$work/out/dcp.json" > "$work/out/dcp.txt" \
   || fail "the DCP peer failed: $(cat "$work/out/dcp.txt")"
 # One round of bench.sh's alternating transformer case (--transformer-only).
@@ -53,7 +53,7 @@ H5DCP_WRITEBACK_MIB=0 "$mpiexec" -x H5DCP_WRITEBACK_MIB -n 2 "$bench" --transfor
   fail "h5dcp-bench --transformer-only, early write-back off, failed: $(cat "$work/out/ab-no-writeback.txt")"
 grep -q "every load checked: equal" "$work/out/ab-no-writeback.txt" ||
   fail "h5dcp-bench --transformer-only, early write-back off: loads not equal"
-"$mpiexec" -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --transformer-only --dir "$work/dcp" --gib 0.01 --reps 1 \
+"$mpiexec" -n 2 "$py" "$src/bench/dcp_peer_bench.py" --transformer-only --dir "$work/dcp" --gib 0.01 --reps 1 \
   --threads 1 --small-count 0 --no-cold "${tiny_transformer[@]}" --port $((29600 + RANDOM % 300)) \
   --json "$work/out/ab/dcp-1.json" > "$work/out/ab-dcp.txt" || fail "the DCP peer's --transformer-only failed"
 # ... and both sides' case with the VM's free page reporting paused, where it can be (root).
@@ -63,7 +63,7 @@ if pause_page_reporting; then
   "$mpiexec" -n 2 "$bench" --transformer-only --gib 0.01 --small-count 0 --reps 1 --warmup 0 --no-cold \
     "${tiny_transformer[@]}" --dir "$work/h5dcp" --json "$work/out/ab/unreported-h5dcp-1.json" > "$work/out/ab-ur.txt" ||
     fail "h5dcp-bench --transformer-only, page reporting paused, failed: $(cat "$work/out/ab-ur.txt")"
-  "$mpiexec" -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --transformer-only --dir "$work/dcp" --gib 0.01 --reps 1 \
+  "$mpiexec" -n 2 "$py" "$src/bench/dcp_peer_bench.py" --transformer-only --dir "$work/dcp" --gib 0.01 --reps 1 \
     --threads 1 --small-count 0 --no-cold "${tiny_transformer[@]}" --port $((29600 + RANDOM % 300)) \
     --json "$work/out/ab/unreported-dcp-1.json" > "$work/out/ab-ur-dcp.txt" ||
     fail "the DCP peer's --transformer-only, page reporting paused, failed"
@@ -83,7 +83,7 @@ grep -q "the direct ones read back: equal" "$work/out/ab-layouts.txt" ||
   fail "h5dcp-bench --save-only --no-raw failed: $(cat "$work/out/save-ab.txt")"
 grep -q "every load checked: equal" "$work/out/save-ab.txt" || fail "h5dcp-bench --save-only: the save not read back equal"
 grep -q "raw MPI-IO" "$work/out/save-ab.txt" && fail "h5dcp-bench --no-raw wrote raw: $(cat "$work/out/save-ab.txt")"
-"$mpiexec" -n 2 "$py" "$src/scripts/dcp_peer_bench.py" --save-only --dir "$work/dcp" --gib 0.02 --reps 2 --threads 1 \
+"$mpiexec" -n 2 "$py" "$src/bench/dcp_peer_bench.py" --save-only --dir "$work/dcp" --gib 0.02 --reps 2 --threads 1 \
   --small-count 0 --no-cold --port $((29600 + RANDOM % 300)) --json "$work/out/ab/save-dcp-1.json" \
   > "$work/out/save-ab-dcp.txt" || fail "the DCP peer's --save-only failed: $(cat "$work/out/save-ab-dcp.txt")"
 # ... and the save's baselines, a third side of the round (--baselines-only).
@@ -93,8 +93,8 @@ grep -q "raw MPI-IO" "$work/out/save-ab.txt" && fail "h5dcp-bench --no-raw wrote
 grep -q "h5dcp save" "$work/out/save-ab-baselines.txt" &&
   fail "h5dcp-bench --baselines-only saved: $(cat "$work/out/save-ab-baselines.txt")"
 "$plan_bench" --ranks 16 --tensors 20 > "$work/out/plan.txt" || fail "h5dcp-plan-bench failed: $(cat "$work/out/plan.txt")"
-"$py" "$src/scripts/damon_state.py" > "$work/out/damon-after.json" || fail "damon_state.py failed"
-"$py" "$src/scripts/performance_report.py" "$work/out" "$work/PERFORMANCE.md" - || fail "the report failed"
+"$py" "$src/bench/damon_state.py" > "$work/out/damon-after.json" || fail "damon_state.py failed"
+"$py" "$src/bench/performance_report.py" "$work/out" "$work/PERFORMANCE.md" - || fail "the report failed"
 
 report="$work/PERFORMANCE.md"
 # Where the kernel runs a DAMON pageout scheme the report says what it paged out during the
@@ -275,26 +275,31 @@ grep -q "It reads back every timed async and staged save, untimed, once its samp
   fail "the report does not say that every async save was read back"
 grep -q "check failed" "$report" && fail "a side's check failed: $(grep "check failed" "$report")"
 # No figure typed by hand: every figure in the report comes from the run (or is a constant the
-# generator declares), and README.md carries no measured figure (scripts/check_figures.py).
-"$py" "$src/scripts/check_figures.py" report "$src/scripts/performance_report.py" "$work/out" ||
+# generator declares), and README.md carries no measured figure (bench/check_figures.py).
+"$py" "$src/bench/check_figures.py" report "$src/bench/performance_report.py" "$work/out" ||
   fail "the report carries a figure the run did not produce"
-"$py" "$src/scripts/check_figures.py" readme "$src/README.md" || fail "README.md carries a measured figure"
-# ... and the check fails where one is typed: a figure planted in copies of the generator (one typed
-# into its text, one computed from a literal) and of README.md.
-"$py" - "$src/scripts/performance_report.py" "$work/typed_report.py" <<'PY'
+"$py" "$src/bench/check_figures.py" readme "$src/README.md" || fail "README.md carries a measured figure"
+# ... and the check fails where one is typed: a figure planted in copies of the generator and its
+# template (one typed into the template's prose, one computed in the generator from a literal) and
+# of README.md.
+"$py" - "$src/bench/performance_report" "$work/typed_report" <<'PY'
 import sys
-text = open(sys.argv[1]).read()
+src, dst = sys.argv[1], sys.argv[2]
+text = open(src + ".md.in").read()
 for old, new in (("The POSIX write puts the same bytes", "The POSIX write, 12 % faster, puts the same bytes"),
-                 ("(dd oflag=direct) bypasses the page cache", "(dd oflag=direct, {2.5} × h5dcp) bypasses the page cache")):
+                 ("(dd oflag=direct) bypasses the page cache", "(dd oflag=direct, ${typed} × h5dcp) bypasses the page cache")):
     assert old in text, old
     text = text.replace(old, new)
-open(sys.argv[2], "w").write(text.replace('"  (dd oflag=direct,', 'f"  (dd oflag=direct,'))
+open(dst + ".md.in", "w").write(text)
+code = open(src + ".py").read()
+assert "values = dict(\n" in code
+open(dst + ".py", "w").write(code.replace("values = dict(\n", 'values = dict(typed=f"{2.5}",\n'))
 PY
-"$py" "$src/scripts/check_figures.py" report "$work/typed_report.py" "$work/out" 2> "$work/typed.txt" &&
+"$py" "$src/bench/check_figures.py" report "$work/typed_report.py" "$work/out" 2> "$work/typed.txt" &&
   fail "check_figures.py passed a report with typed figures"
-grep -q "typed_report.py:[0-9]*: '12'" "$work/typed.txt" && grep -q "the report: '2.5'" "$work/typed.txt" ||
+grep -q "typed_report.md.in:[0-9]*: '12'" "$work/typed.txt" && grep -q "the report: '2.5'" "$work/typed.txt" ||
   fail "check_figures.py did not name the typed figures: $(cat "$work/typed.txt")"
 sed 's/^## .*/& (about 1.4 × faster)/' "$src/README.md" > "$work/README-typed.md"
-"$py" "$src/scripts/check_figures.py" readme "$work/README-typed.md" 2> /dev/null &&
+"$py" "$src/bench/check_figures.py" readme "$work/README-typed.md" 2> /dev/null &&
   fail "check_figures.py passed a README with a typed figure"
 echo "bench_smoke: both sides ran and checked their loads; the report has every row and target"

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,19 @@ inline void fresh(const std::string& path) {
     ::sync();
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/// Writes `,\n  "name": {...}` to `out`: one JSON object of `map`'s entries, each value written by `write`.
+template <typename Map, typename Write>
+void json_object(std::ostream& out, const char* name, const Map& map, Write&& write) {
+  out << ",\n  \"" << name << "\": {";
+  bool first = true;
+  for (const auto& [key, v] : map) {
+    out << (first ? "\n" : ",\n") << "    \"" << key << "\": ";
+    write(v);
+    first = false;
+  }
+  out << "\n  }";
 }
 
 }  // namespace h5dcp_bench

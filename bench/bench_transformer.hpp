@@ -1,7 +1,7 @@
 #pragma once
 // A real model's shape for h5dcp-bench: the state dict of a GPT-like
 // transformer with AdamW state, every parameter and moment FSDP-sharded on
-// dim 0 over the ranks (the layout scripts/dcp_peer_bench.py gives DCP).
+// dim 0 over the ranks (the layout bench/dcp_peer_bench.py gives DCP).
 // Per layer: ln1, attn.qkv, attn.proj, ln2, mlp.fc1, mlp.fc2 (weights and
 // biases); then embed, pos, ln_f. Optimizer: exp_avg and exp_avg_sq of every
 // parameter, sharded like it, and its step, a replicated 0-d float32.

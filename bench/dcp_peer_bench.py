@@ -1,9 +1,9 @@
 """PEER benchmark: PyTorch's own torch.distributed.checkpoint (DCP), run for
 comparison. This is NOT h5dcp: nothing of the project is imported or timed
-here. scripts/bench.sh runs it beside apps/h5dcp-bench, on the same data and
-the same disk, and scripts/performance_report.py compares the two.
+here. scripts/bench.sh runs it beside bench/h5dcp-bench, on the same data and
+the same disk, and bench/performance_report.py compares the two.
 
-    mpiexec -n RANKS python scripts/dcp_peer_bench.py --dir DIR --gib GIB --reps REPS \
+    mpiexec -n RANKS python bench/dcp_peer_bench.py --dir DIR --gib GIB --reps REPS \
         --json OUT.json [--threads auto|N] [--no-cold] [--small-count N --small-kib K] [--port P]
         [--save-only | --transformer-only]
 
@@ -24,7 +24,7 @@ in tensor i, so that every load is checked bit for bit. Cases:
                  (replicated: DCP's planner writes each once), saved, then
                  loaded on every rank, warm and cold
   transformer_save, transformer_load, transformer_load_cold
-                 h5dcp-bench's real model shape (apps/bench_transformer.hpp): a
+                 h5dcp-bench's real model shape (bench/bench_transformer.hpp): a
                  GPT-like transformer's state dict with AdamW state, every
                  parameter and moment a DTensor Shard(0), each step a replicated
                  0-d tensor; saved, then loaded warm and cold
@@ -198,7 +198,7 @@ def timed(fn):
 
 
 def machine_counters(device_stat):
-    """The system's counters now, as h5dcp-bench reads them (apps/bench_conditions.hpp): steal and
+    """The system's counters now, as h5dcp-bench reads them (bench/bench_conditions.hpp): steal and
     iowait (/proc/stat), pressure stall totals (/proc/pressure), the block device's bytes and times,
     the free memory reported to the host (free page reporting); None where this kernel has no such
     counter."""
@@ -399,7 +399,7 @@ def small_check(sd):
 
 
 def transformer_parameters():
-    """apps/bench_transformer.cpp's parameters, names and global shapes, in its order."""
+    """bench/bench_transformer.cpp's parameters, names and global shapes, in its order."""
     h, layers = args.transformer_hidden, args.transformer_layers
     params = [("embed.weight", (args.transformer_vocab, h)), ("pos.weight", (1024, h))]
     for layer in range(layers):
@@ -630,7 +630,7 @@ if rank == 0:
     reporting_order, largest_order = page_reporting_orders()
     result = {
         "benchmark": "peer: PyTorch's torch.distributed.checkpoint (DCP), not h5dcp",
-        "script": "scripts/dcp_peer_bench.py",
+        "script": "bench/dcp_peer_bench.py",
         "torch_version": torch.__version__,
         "device": torch.cuda.get_device_name(device) if on_gpu else "cpu",
         "ranks": world,
@@ -679,7 +679,7 @@ if rank == 0:
                                   "async_bg_*": "in the background (the DefaultStager)"
                                   if gpu_staging_error is None else "not measured: it failed"} if on_gpu else None,
                   # Only where they apply, so that the CPU run's description (which
-                  # scripts/performance_report.py prints whole) stays as it was.
+                  # bench/performance_report.py prints whole) stays as it was.
                   **({"stager_workaround": {
                       "what": "a fresh DefaultStager for every async_save",
                       "why": "a DefaultStager reused across async_save calls fails on torch 2.11 "
@@ -693,7 +693,7 @@ if rank == 0:
         "reshard": "rank r loads the rows of rank (r + 1) % world (DTensor Shard(0) on a permuted mesh)"
                    if world > 1 else "one rank: same as load",
         # Marks this peer as the one of issue 47 (DCP run as its users run it, every case's kind of
-        # event recorded): scripts/gpu_report.py compares DCP with h5dcp only in results from it.
+        # event recorded): bench/gpu_report.py compares DCP with h5dcp only in results from it.
         "peer_revision": 2,
         "cases": {c: {"seconds": seconds[c], "ok": ok[c], "event": event(c),
                       "bytes": transformer_bytes() if c.startswith("transformer") else nbytes

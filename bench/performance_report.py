@@ -3,18 +3,20 @@ usage: performance_report.py RESULTS_DIR OUT.md OUT.png   (OUT.png "-": no chart
 
 RESULTS_DIR holds what bench.sh wrote: h5dcp.json (+ h5dcp.txt, its
 stdout), ompio.json, no-writeback.json, hints.json, trace.txt, dcp.json (the
-peer, scripts/dcp_peer_bench.py), torch_save.json, disk.txt, plan.txt
+peer, bench/dcp_peer_bench.py), torch_save.json, disk.txt, plan.txt
 (h5dcp-plan-bench's output), memory-{save,async,load,reshard}.json (h5dcp-bench
 --memory-only, each a process of its own), ab/ (the alternated rounds, the save's
 baselines among them); the GPU section comes from docs/gpu-run/
-(scripts/gpu_report.py). Every number in the generated text comes from those
+(bench/gpu_report.py). The prose is performance_report.md.in's blocks, filled in with
+the run's figures here. Every number in the generated text comes from those
 files; the only literals are the targets' thresholds and PROSE_FIGURES below
-(scripts/check_figures.py checks, in bench.smoke). A side whose own correctness check failed gets no ratio."""
+(bench/check_figures.py checks, in bench.smoke). A side whose own correctness check failed gets no ratio."""
 import json
 import os
 import platform
 import re
 import statistics
+import string
 import subprocess
 import sys
 import time
@@ -44,7 +46,7 @@ PLAN_SECONDS = 1.0         # save and resharded-load planning, 1,024 ranks × 1,
 # Not targets: where the conditions table explains a case (its slowest repetition at least this × its fastest).
 SLOW_VS_FAST = 1.3
 # Figures in the prose that no run measures: settings of the code it describes. Every other figure
-# in the report comes from the run's results (scripts/check_figures.py checks, in bench.smoke).
+# in the report comes from the run's results (bench/check_figures.py checks, in bench.smoke).
 PROSE_FIGURES = ("sleep 200 µs", "sleeps 50 µs, doubling up to 200 µs")
 
 
@@ -74,6 +76,21 @@ def plural(n, word):
 
 def spread(values):
     return f"{min(values):.3f}-{max(values):.3f}" if values else ""
+
+
+# The report's prose: the template beside this file (performance_report.md.in), by block: the text
+# after "@@ name" and a space (or a newline) up to the next "@@ " line, its last newline left out.
+with open(os.path.splitext(os.path.abspath(__file__))[0] + ".md.in", encoding="utf-8") as f:
+    BLOCKS = re.split(r"^@@ ([\w.]+)[ \n]", f.read(), flags=re.M)[1:]
+BLOCKS = {name: body[:-1] for name, body in zip(BLOCKS[::2], BLOCKS[1::2])}
+
+
+def fill(block, /, **values):
+    return string.Template(BLOCKS[block]).substitute(values)
+
+
+def equal(ok):
+    return "equal" if ok else "NOT EQUAL"
 
 
 h = load_json("h5dcp.json")
@@ -189,7 +206,7 @@ direct_ok = bool(layout_runs) and all(j.get("correct") for j in layout_runs)
 
 def reporting_paused(j):
     """Whether a bench's JSON records the VM's free page reporting paused during its run (its
-    order above the page allocator's largest: scripts/page_reporting.sh)."""
+    order above the page allocator's largest: bench/page_reporting.sh)."""
     order, largest = j.get("page_reporting_order", -1), j.get("largest_page_order", -1)
     return 0 <= largest < order
 
@@ -255,63 +272,49 @@ def check_cell(flag):
     return "equal" if flag else "**check failed**"
 
 
+def h_row(name, key, checked):
+    """A row of h5dcp-bench's main run: the median of `key`, its GB/s (none for a call that need not
+    move the bytes), its repetitions."""
+    return name, s.get(key), None if key in ("async_blocking", "staged_training_waited") else h_rate(key), \
+        h_spread(key), checked
+
+
 # (name, seconds, GB/s, min-max of the repetitions, checked)
-rows = [
-    ("raw MPI-IO write + fsync (ROMIO, the default; MPI_File_write_at_all)", s["raw"], h_rate("raw"), h_spread("raw"),
-     "not read back"),
-    ("raw MPI-IO write + fsync (ROMIO, independent MPI_File_write_at)", s.get("raw_independent"),
-     h_rate("raw_independent"), h_spread("raw_independent"), "not read back"),
-]
+H_CHECKED, NOT_READ = check_cell(h_ok), "not read back"
+rows = [h_row(*row) for row in (
+    ("raw MPI-IO write + fsync (ROMIO, the default; MPI_File_write_at_all)", "raw", NOT_READ),
+    ("raw MPI-IO write + fsync (ROMIO, independent MPI_File_write_at)", "raw_independent", NOT_READ))]
 if ompio:
     rows.append(("raw MPI-IO write + fsync (OMPIO)", ompio["median_seconds"]["raw"], bw(ompio["median_seconds"]["raw"]),
-                 spread(ompio.get("seconds", {}).get("raw", [])), "not read back"))
-rows += [
-    ("h5dcp save", s["save"], h_rate("save"), h_spread("save"), check_cell(h_ok) + " (through the loads)"),
-    ("POSIX pwrite + fsync, h5dcp's tricks (space reserved, early write-back)", s.get("posix_write"),
-     h_rate("posix_write"), h_spread("posix_write"), "not read back"),
+                 spread(ompio.get("seconds", {}).get("raw", [])), NOT_READ))
+rows += [h_row(*row) for row in (
+    ("h5dcp save", "save", H_CHECKED + " (through the loads)"),
+    ("POSIX pwrite + fsync, h5dcp's tricks (space reserved, early write-back)", "posix_write", NOT_READ),
     ("POSIX pwrite + fsync, h5dcp's tricks, XXH3 of every byte, published (rename, directory fsync)",
-     s.get("posix_checkpoint"), h_rate("posix_checkpoint"), h_spread("posix_checkpoint"), "not read back"),
-    ("O_DIRECT write + fsync (dd oflag=direct)", s.get("direct_write"), h_rate("direct_write"),
-     h_spread("direct_write"), "not read back"),
-    ("h5dcp load (same sharding)", s["load"], h_rate("load"), h_spread("load"), check_cell(h_ok)),
-    ("h5dcp resharded load", s["reshard"], h_rate("reshard"), h_spread("reshard"), check_cell(h_ok)),
-    ("POSIX read (pread 16 MiB at a time, dd bs=16M)", s.get("posix_read"), h_rate("posix_read"),
-     h_spread("posix_read"), ""),
-    ("h5dcp load, cold", s.get("load_cold"), h_rate("load_cold"), h_spread("load_cold"), check_cell(h_ok)),
-    ("h5dcp load, cold, no read-ahead hints (H5DCP_READAHEAD_MIB=0)", s.get("load_cold_no_readahead"),
-     h_rate("load_cold_no_readahead"), h_spread("load_cold_no_readahead"), check_cell(h_ok)),
-    ("h5dcp resharded load, cold", s.get("reshard_cold"), h_rate("reshard_cold"),
-     h_spread("reshard_cold"), check_cell(h_ok)),
-    ("POSIX read, cold", s.get("posix_read_cold"), h_rate("posix_read_cold"), h_spread("posix_read_cold"), ""),
-    ("O_DIRECT read (dd iflag=direct bs=16M: past the page cache, cold either way)", s.get("direct_read"),
-     h_rate("direct_read"), h_spread("direct_read"), ""),
-    ("h5dcp async save, until durable", s["async_total"], h_rate("async_total"),
-     h_spread("async_total"), async_checked),
-    ("h5dcp async save, caller blocked", s["async_blocking"], None, h_spread("async_blocking"), async_checked),
-    ("h5dcp async save, caller blocked: its copy into staging memory (the engine's own timing)",
-     s.get("async_engine_copy"), h_rate("async_engine_copy"), h_spread("async_engine_copy"), ""),
-    ("memory copy of the shards into touched memory (floor of the above)", s.get("staging_copy"),
-     h_rate("staging_copy"), h_spread("staging_copy"), ""),
-]
-if "staging_copy_idle" in s:
-    rows += [
-        ("the same copy into memory left alone since the previous sample's copy, as the staging memory is"
-         " between saves", s["staging_copy_idle"], h_rate("staging_copy_idle"), h_spread("staging_copy_idle"), ""),
-    ]
-if "staged_total" in s:
-    rows += [
-        ("h5dcp async save staged in the background, until durable", s["staged_total"], h_rate("staged_total"),
-         h_spread("staged_total"),
-         async_checked),
-        ("h5dcp async save staged in the background: training waited (the call + the wait on `staged` after "
-         "the step's compute)", s["staged_training_waited"], None, h_spread("staged_training_waited"), async_checked),
-    ]
-if "staged_engine_copy" in s:
-    rows += [
-        ("h5dcp async save staged in the background: its copy into staging memory the async save wrote seconds "
-         "before (the engine's own timing)", s["staged_engine_copy"], h_rate("staged_engine_copy"),
-         h_spread("staged_engine_copy"), ""),
-    ]
+     "posix_checkpoint", NOT_READ),
+    ("O_DIRECT write + fsync (dd oflag=direct)", "direct_write", NOT_READ),
+    ("h5dcp load (same sharding)", "load", H_CHECKED),
+    ("h5dcp resharded load", "reshard", H_CHECKED),
+    ("POSIX read (pread 16 MiB at a time, dd bs=16M)", "posix_read", ""),
+    ("h5dcp load, cold", "load_cold", H_CHECKED),
+    ("h5dcp load, cold, no read-ahead hints (H5DCP_READAHEAD_MIB=0)", "load_cold_no_readahead", H_CHECKED),
+    ("h5dcp resharded load, cold", "reshard_cold", H_CHECKED),
+    ("POSIX read, cold", "posix_read_cold", ""),
+    ("O_DIRECT read (dd iflag=direct bs=16M: past the page cache, cold either way)", "direct_read", ""),
+    ("h5dcp async save, until durable", "async_total", async_checked),
+    ("h5dcp async save, caller blocked", "async_blocking", async_checked),
+    ("h5dcp async save, caller blocked: its copy into staging memory (the engine's own timing)", "async_engine_copy",
+     ""),
+    ("memory copy of the shards into touched memory (floor of the above)", "staging_copy", ""))]
+# Rows that older h5dcp-bench runs lack, left out rather than empty.
+rows += [h_row(*row) for row in (
+    ("the same copy into memory left alone since the previous sample's copy, as the staging memory is between saves",
+     "staging_copy_idle", ""),
+    ("h5dcp async save staged in the background, until durable", "staged_total", async_checked),
+    ("h5dcp async save staged in the background: training waited (the call + the wait on `staged` after the step's"
+     " compute)", "staged_training_waited", async_checked),
+    ("h5dcp async save staged in the background: its copy into staging memory the async save wrote seconds before"
+     " (the engine's own timing)", "staged_engine_copy", "")) if row[1] in s]
 PEER_CASES = (("save", "save"), ("load", "load (same sharding)"), ("reshard", "resharded load"),
               ("load_cold", "load, cold"), ("reshard_cold", "resharded load, cold"),
               ("async_total", "async save, until durable"), ("async_blocking", "async save, caller blocked"))
@@ -512,12 +515,13 @@ def mem_method(holds):
 
 
 MEM_SAVE = mem_method("its shards and, for the async save, the staging memory of one async save before it")
-targets = []
+targets, targets_next = [], []
 
 
-def target(name, text, met, *sides):
-    value, compared = compare(text, *sides, same=same_data or not any(PEER in side[0] for side in sides))
-    targets.append((name, value, verdict(met()) if compared else "not judged"))
+def target(name, text, met, *sides, same=None, table=targets):
+    same = same_data or not any(PEER in side[0] for side in sides) if same is None else same
+    value, compared = compare(text, *sides, same=same)
+    table.append((name, value, verdict(met()) if compared else "not judged"))
 
 
 def base_raw():
@@ -554,14 +558,8 @@ target(f"memory a save adds ≤ {100 * MEMORY_ADDED:g} % of shard + staging",
                f"(limit {mem_limit / 1e6:.0f} MB; {MEM_SAVE})",
        lambda: max(mem_added["save"], mem_added["async"]) <= mem_limit, H, MEM)
 
-targets_next = []
-
-
-def target_next(name, text, met, *sides, same=None):
-    if same is None:
-        same = same_data or not any(PEER in side[0] for side in sides)
-    value, compared = compare(text, *sides, same=same)
-    targets_next.append((name, value, verdict(met()) if compared else "not judged"))
+def target_next(*args, **kwargs):
+    target(*args, table=targets_next, **kwargs)
 
 
 def layout_ratio():
@@ -658,37 +656,25 @@ def engine_copy_split():
     blocked, copied = h.get("seconds", {}).get("async_blocking", []), h.get("seconds", {}).get("async_engine_copy", [])
     if not copied or len(copied) != len(blocked):
         return ""
-    rest = [b - c for b, c in zip(blocked, copied)]
-    staged = (f"; the same copy on the staging thread, into staging memory the async save had written"
-              f" seconds before, {s['staged_engine_copy']:.3f} s, {s['staged_engine_copy'] / s['staging_copy']:.2f} ×"
-              if "staged_engine_copy" in s else "")
-    idle = (f"; the bare copy into memory left alone since the previous sample, as the staging memory is,"
-            f" {s['staging_copy_idle']:.3f} s, {s['staging_copy_idle'] / s['staging_copy']:.2f} ×"
-            if "staging_copy_idle" in s else "")
-    floors = h["seconds"].get("staging_copy", [])
+    floors, copy = h["seconds"].get("staging_copy", []), s["staging_copy"]
     paired = ([c / f for c, f in zip(copied, floors)] if len(floors) == len(copied) and all(floors) else [])
-    by_sample = (f"; sample by sample the call's copy took {min(paired):.2f}-{max(paired):.2f} × the bare copy"
-                 " of the same sample" if paired else "")
+    by_sample = fill("engine_copy.by_sample", low=num(min(paired), 2), high=num(max(paired), 2)) if paired else ""
     # The two take turns going first, right after the sample's one settle wait: the medians of
     # each turn show what going first costs either side.
     first = h.get("async_call_first") or []
     if paired and len(first) == len(paired) and len(set(first)) == 2:
-        turns = [(statistics.median([b for b, f in zip(blocked, first) if f == call_first]),
-                  statistics.median([x for x, f in zip(floors, first) if f == call_first]))
-                 for call_first in (True, False)]
-        by_sample += ("; the two take turns going first, right after the sample's wait: with the call first"
-                      f" it blocked {turns[0][0]:.3f} s against the bare copy's {turns[0][1]:.3f} s"
-                      f" ({turns[0][0] / turns[0][1]:.2f} ×), with the bare copy first {turns[1][0]:.3f} s"
-                      f" against {turns[1][1]:.3f} s ({turns[1][0] / turns[1][1]:.2f} ×)")
-    # Once per repetition the call ran with the shards left alone since the previous sample
-    # rather than written just before it, as a training step leaves them.
-    shards_idle = (f"; with the shards left alone since the previous sample instead of written just before"
-                   f" (once per repetition, the call first) it blocked {s['async_blocking_shards_idle']:.3f} s,"
-                   f" {s['async_blocking_shards_idle'] / s['staging_copy']:.2f} ×"
-                   if "async_blocking_shards_idle" in s else "")
-    return (f" (the call's own copy {statistics.median(copied):.3f} s, {statistics.median(copied) / s['staging_copy']:.2f} ×"
-            f" the bare copy{by_sample}; the rest of the call {statistics.median(rest):.4f} s{idle}{staged}"
-            f"{shards_idle})")
+        (cb, cf), (fb, ff) = [(statistics.median([b for b, f in zip(blocked, first) if f == call_first]),
+                               statistics.median([x for x, f in zip(floors, first) if f == call_first]))
+                              for call_first in (True, False)]
+        by_sample += fill("engine_copy.turns", call=num(cb), call_floor=num(cf), call_ratio=num(cb / cf, 2),
+                          floor=num(fb), floor_floor=num(ff), floor_ratio=num(fb / ff, 2))
+    # Beside the bare copy: the same into idle memory, the staging thread's copy, and (once per
+    # repetition) the call with the shards left alone since the previous sample, not written just before.
+    beside = "".join(fill(f"engine_copy.{key}", seconds=num(s[key]), ratio=num(s[key] / copy, 2))
+                     for key in ("staging_copy_idle", "staged_engine_copy", "async_blocking_shards_idle") if key in s)
+    return fill("engine_copy", copied=num(statistics.median(copied)), ratio=num(statistics.median(copied) / copy, 2),
+                by_sample=by_sample, rest=num(statistics.median([b - c for b, c in zip(blocked, copied)]), 4),
+                beside=beside)
 
 
 target_next(f"async blocking ≤ {ASYNC_VS_COPY:g} × the bare copy of the shards into touched memory",
@@ -726,7 +712,7 @@ slowest_load = max(plan_load, key=lambda x: x[1]) if plan_load else None
 
 def damon_text():
     """What the kernel's own DAMON pageout schemes freed during the run (bench.sh records
-    scripts/damon_state.py before and after it): memory handed to the host besides the benches'."""
+    bench/damon_state.py before and after it): memory handed to the host besides the benches'."""
     before, after = load_json("damon-before.json"), load_json("damon-after.json")
     if not before or not after:
         return ""
@@ -760,7 +746,7 @@ def damon_text():
             " (the kernel's own counters, before and after the run), and the kernel hands what "
             + ("it frees" if len(pairs) == 1 else "they free")
             + " to the host like any other free memory"
-            " (`scripts/damon_state.py` prints the schemes).")
+            " (`bench/damon_state.py` prints the schemes).")
 
 
 def settle_text():
@@ -771,25 +757,14 @@ def settle_text():
     allowance = h.get("reporting_settle_allowance_mib")
     if not waits or not bounds or allowance is None:
         return ""
-    def at_limit(ws):
-        return sum(1 for w in ws if w >= bounds[1])
-
     order = h.get("page_reporting_order", -1)
-    block = f" {2 ** order:,}-page" if order >= 0 else ""
-
-    return (" Before each sample's bare copy and async call (the peer's too) the benches wait, untimed, for the"
-            " VM to stop handing the memory freed before them to its host (free page reporting, below):"
-            f" until its counter has grown by at most {allowance:g} MiB over the last {bounds[0]:g} s"
-            f" (once the bulk of a free is reported the kernel goes on handing back a{block} block now and"
-            f" then), at most {bounds[1]:g} s. In trial runs"
-            " the copies made while it reported were slower, on either side of the comparison. In this run"
-            f" h5dcp-bench waited {min(waits):.1f}-{max(waits):.1f} s before each"
-            + (f", the peer {min(peer_waits):.1f}-{max(peer_waits):.1f} s" if peer_waits else "")
-            + (f"; {at_limit(waits)} of h5dcp-bench's {len(waits)} waits"
-               + (f" and {at_limit(peer_waits)} of the peer's {len(peer_waits)}" if peer_waits else "")
-               + " reached the limit, the reporting still going."
-               if at_limit(waits) + at_limit(peer_waits) else "; none reached the limit.")
-            + damon_text())
+    h_limit, p_limit = (sum(1 for w in ws if w >= bounds[1]) for ws in (waits, peer_waits))
+    return fill("settle", allowance=f"{allowance:g}", quiet=f"{bounds[0]:g}", limit=f"{bounds[1]:g}",
+                block=f" {2 ** order:,}-page" if order >= 0 else "", h_waits=f"{min(waits):.1f}-{max(waits):.1f}",
+                p_waits=fill("settle.peer", waits=f"{min(peer_waits):.1f}-{max(peer_waits):.1f}") if peer_waits else "",
+                at_limit=fill("settle.at_limit", h_limit=h_limit, h_waits=len(waits), p_limit=fill(
+                    "settle.at_limit.peer", p_limit=p_limit, p_waits=len(peer_waits)) if peer_waits else "")
+                if h_limit + p_limit else fill("settle.none_at_limit"), damon=damon_text())
 
 
 def plan_lookups_text():
@@ -797,10 +772,7 @@ def plan_lookups_text():
     if not slowest_load:
         return ""
     name, _, reuse_s, plan_s = next(r for r in plan_load_rows if r[0] == slowest_load[0])
-    return (f" The planner asks it for the overlapping chunks' indices and the elements they hold"
-            f" (`overlapping_chunks`), not for an intersection box per overlap, whose two vectors each"
-            f" it would then walk for their volumes: in the slowest case ({name}) every rank's lookups"
-            f" took {plan_s:.3f} s that way, {reuse_s:.3f} s with the boxes (one answer vector reused).")
+    return fill("plan_lookups", name=name, indices=num(plan_s), boxes=num(reuse_s))
 m = re.search(r"save planning, (\d+) ranks x (\d+) row-sharded", plan_out)
 plan_scale = f"{int(m.group(1)):,} ranks × {int(m.group(2)):,} tensors" if m else None
 m = re.search(r"the critical path \(the (?:three|five) above\)\s+([0-9.]+)", plan_out)
@@ -876,18 +848,12 @@ for case, mine, label in (("small_save", "small", "save"), ("small_load", "small
 
 
 def warmup_text():
-    parts = []
     w = h.get("warmup_reps", 0)
-    parts.append(f"h5dcp-bench times all {h['reps']} of its repetitions, the first included (no untimed warm-up; "
-                 "one process per rank runs them all)" if not w else
-                 f"h5dcp-bench runs {plural(w, 'untimed repetition')} first, in the same processes")
-    if peer:
-        parts.append(f"the {PEER} peer runs every case untimed {plural(peer['warmup_reps'], 'time')} first, in the "
-                     f"same processes as its {peer['reps']} timed repetitions")
-    if ts:
-        parts.append(f"torch.save runs {plural(ts.get('warmup_reps', 0), 'untimed save')} first, in the same process "
-                     f"as its {ts['reps']} timed ones")
-    return "; ".join(parts)
+    return "; ".join(x for x in (
+        fill("warmup", reps=plural(w, "untimed repetition")) if w else fill("warmup.none", reps=h["reps"]),
+        peer and fill("warmup.peer", peer=PEER, warmups=plural(peer["warmup_reps"], "time"), reps=peer["reps"]),
+        ts and fill("warmup.torch_save", warmups=plural(ts.get("warmup_reps", 0), "untimed save"),
+                    reps=ts["reps"])) if x)
 
 
 cpu = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
@@ -897,50 +863,7 @@ fs = f"{disk[1]} on {disk[0]}, mounted {disk[2]}" if len(disk) >= 3 else None
 discard = len(disk) >= 3 and "discard" in disk[2].split(",")
 caches = [f"h5dcp-bench: {h_cache}" if h_cache else None,
           f"{PEER}: {'loads warm and cold' if peer.get('cold') else 'loads warm only'}" if peer else None]
-lines = [
-    "# Performance",
-    "",
-    "Measured by `scripts/bench.sh` in one run on one disk: h5dcp-bench (h5dcp and the raw MPI-IO",
-    f"baselines), the peer benchmark `scripts/dcp_peer_bench.py` ({PEER}: PyTorch's own",
-    "`torch.distributed.checkpoint` with DTensors, run for comparison, not h5dcp), and torch.save",
-    f"from one process. {h['ranks']} ranks; {gb:.3f} GB of float32 in {shape}, row-sharded over",
-    "the ranks, the same data on every side. Every timed save includes fsync. Medians of "
-    + ", ".join(x for x in (f"{h['reps']} repetitions (h5dcp-bench"
-                            + (f"; its bare copies and async cases {h['async_samples']} times in each,"
-                               f" medians of {h['reps'] * h['async_samples']}" if h.get("async_samples", 1) > 1
-                               else "") + ")",
-                            f"{peer['reps']} ({PEER})" if peer else None,
-                            f"{ts['reps']} (torch.save)" if ts else None) if x) + ".",
-    f"Machine: {platform.node()}, {cpu} cores, {time.strftime('%Y-%m-%d')}"
-    + (f"; file system: {fs}" if fs else "") + ". "
-    + "; ".join(c for c in caches if c) + ".",
-    "",
-    "**Warm-up.** " + warmup_text() + ".",
-    "",
-    "**Settled disk.** Every timed save, on every side, writes a new file (or directory): the one the",
-    "case wrote before is removed untimed and `sync()` waits until the disk has settled"
-    + ("; this file system is mounted with `discard`, where freeing a removed checkpoint's blocks"
-       " keeps the disk busy after the removal returns, which would otherwise land in whichever case"
-       " comes next" if discard else "") + ". The DCP peer also syncs, untimed, before each load.",
-    "",
-    "**Correctness.** Each side checks its own results, and no ratio is given for a side whose check",
-    f"failed. h5dcp-bench checks every load value by value: {'equal' if h_ok else 'NOT EQUAL'}."
-    + {True: " It reads back every timed async and staged save, untimed, once its sample is done: equal.",
-       False: " It reads back every timed async and staged save, untimed, once its sample is done: NOT EQUAL.",
-       None: " Its async saves were not read back (an older h5dcp-bench)."}[h.get("async_correct")]
-    + (f" The {PEER} peer checks every load bit for bit on every rank, its async checkpoints"
-       f" included (read back untimed): {'equal' if peer['ok'] else 'NOT EQUAL'}." if peer else
-       f" The {PEER} peer did not run (no dcp.json).")
-    + (f" torch.save's file is read back and compared: {'equal' if ts_ok else 'NOT EQUAL'}." if ts else ""),
-    "",
-    "Ratios measured in the same run mean more than absolute numbers on a disk whose speed varies;"
-    + (" the spread of this run's repetitions is in the table where a side records them." if peer or ts else ""),
-    "",
-    "## Results",
-    "",
-    "| case | seconds (median) | GB/s | min-max seconds | checked |",
-    "|---|---:|---:|---:|---|",
-]
+lines = []  # the tables, between the report's header and its prose
 for name, sec, rate, rng, checked in rows:
     lines.append(f"| {name} | {num(sec) if sec is not None else 'n/a'} | {num(rate) if rate else ''} | {rng} | "
                  f"{checked} |")
@@ -991,7 +914,7 @@ if traced:
         lines.append(f"| {st} | " + " | ".join(cells) + " |")
 
 # What the machine did during the watched cases' repetitions (the benches'
-# "conditions": apps/bench_conditions.hpp, the peer's machine_counters): each
+# "conditions": bench/bench_conditions.hpp, the peer's machine_counters): each
 # case's fastest and slowest repetitions, and which counter accounts for the
 # time between them.
 def conditions_of(runs, key):
@@ -1130,29 +1053,20 @@ def limits_text():
     """The physical limits, in this run's figures (empty where one is missing)."""
     if not all(k in s for k in ("posix_write", "direct_write")) or not h_ok:
         return ""
-    where = " (the save's targets take the alternated rounds' baselines instead)" if base_ab else ""
-    text = (f" In the main run{where} the POSIX write took {s['posix_write']:.3f} s, O_DIRECT {s['direct_write']:.3f} s and"
-            f" h5dcp's save {s['save']:.3f} s ({bw(s['save']) / bw(s['posix_write']):.2f} × the POSIX write's"
-            " speed).")
+    posix, direct, save = s["posix_write"], s["direct_write"], s["save"]
+    text = fill("limits", where=fill("limits.alternated") if base_ab else "", posix=num(posix), direct=num(direct),
+                save=num(save), ratio=num(bw(save) / bw(posix), 2))
     if "posix_checkpoint" not in s:
         return text
-    posix, checked, save = s["posix_write"], s["posix_checkpoint"], s["save"]
-    text += (" The POSIX row with XXH3 and the publish adds to that write what h5dcp's contract needs and the"
-             " bare write skips: the XXH3 checksum of every byte (on the writing thread, before each piece is"
-             " written, as h5dcp hashes its slabs) and the atomic publish (the file renamed once every rank's"
-             f" data is durable, then the directory fsync'd). It took {checked:.3f} s, {checked / posix:.2f} × the"
-             " bare write's time.")
+    checked = s["posix_checkpoint"]
+    text += fill("limits.checked", checked=num(checked), ratio=num(checked / posix, 2))
     if checked < posix:
-        text += (" The bare write comes right after the cold loads in each repetition, the checksummed one after a"
-                 " cold POSIX read: in this run the bare write was the slower, its ranks using"
-                 f" {cpu_spread([h], 'posix_write')} s of CPU time against {cpu_spread([h], 'posix_checkpoint')} s"
-                 " (the conditions table), as the transformer's saves after cold loads do (below).")
+        text += fill("limits.bare_slower", bare_cpu=cpu_spread([h], "posix_write"),
+                     checked_cpu=cpu_spread([h], "posix_checkpoint"))
     if save > checked > posix:
-        text += (f" So of the {save - posix:.3f} s between h5dcp's save and the bare write, the checksums and the"
-                 f" publish account for {checked - posix:.3f} s, and HDF5, MPI-IO, the plan and the collective"
-                 f" steps for the other {save - checked:.3f} s.")
+        text += fill("limits.split", gap=num(save - posix), checks=num(checked - posix), rest=num(save - checked))
     elif save <= checked:
-        text += f" h5dcp's save took {save / checked:.2f} × its time."
+        text += fill("limits.save_faster", ratio=num(save / checked, 2))
     return text
 
 
@@ -1160,35 +1074,27 @@ def cold_text():
     """Where the cold loads stand against the disk, in this run's figures."""
     if not cold or "posix_read_cold" not in s or not h_ok:
         return ""
-    text = (f" A cold POSIX read of the same bytes took {s['posix_read_cold']:.3f} s; h5dcp's cold loads"
-            f" {s['load_cold']:.3f} s (same sharding) and {s['reshard_cold']:.3f} s (resharded).")
+    text = fill("cold", read=num(s["posix_read_cold"]), load=num(s["load_cold"]), reshard=num(s["reshard_cold"]))
     if "direct_read" in s:
         direct = s["direct_read"] / s["posix_read_cold"]
-        text += (f" Past the page cache (O_DIRECT, 16 MiB at a time) the same read took {s['direct_read']:.3f} s,"
-                 f" {direct:.2f} × the buffered read's time: "
-                 + ("the page cache's copy is not what bounds a cold read on this disk; the disk is."
-                    if direct >= 1 else
-                    "reading past the page cache would be faster on this disk, which h5dcp's loads do not do."))
+        text += fill("cold.direct", seconds=num(s["direct_read"]), ratio=num(direct, 2),
+                     verdict=fill("cold.direct.disk" if direct >= 1 else "cold.direct.faster"))
     if "load_cold" in p_med and p_ok.get("load_cold") and same_data:
         # The disk's figure: the faster of the cold reads, through the page cache or past it.
-        fastest_read = min(s["posix_read_cold"], s.get("direct_read", s["posix_read_cold"]))
-        which = "the faster cold read's" if "direct_read" in s else "the cold read's"
-        disk = p_med["load_cold"] / fastest_read
-        text += (f" {PEER}'s cold load took {p_med['load_cold']:.3f} s, {1 / disk:.2f} × {which} speed:"
-                 f" {COLD_VS_DCP:g} × its speed would be {COLD_VS_DCP / disk:.2f} × the speed at which this disk"
-                 " reads the bytes cold" + (", faster than the disk." if COLD_VS_DCP / disk > 1 else "."))
+        disk = p_med["load_cold"] / min(s["posix_read_cold"], s.get("direct_read", s["posix_read_cold"]))
+        text += fill("cold.peer", peer=PEER, seconds=num(p_med["load_cold"]), speed=num(1 / disk, 2),
+                     which="the faster cold read's" if "direct_read" in s else "the cold read's",
+                     target=f"{COLD_VS_DCP:g}", ratio=num(COLD_VS_DCP / disk, 2),
+                     end=", faster than the disk." if COLD_VS_DCP / disk > 1 else ".")
     if "load_cold_no_readahead" in s:
         with_hints = h.get("seconds", {}).get("load_cold", [])
         without = h.get("seconds", {}).get("load_cold_no_readahead", [])
-        text += (f" Without the read-ahead hints the same-sharding cold load took {s['load_cold_no_readahead']:.3f} s;"
-                 " its blocks are longer than the hints' window, which leaves them to the kernel either way.")
+        text += fill("cold.no_readahead", seconds=num(s["load_cold_no_readahead"]))
         if with_hints and without:
             overlap = max(min(with_hints), min(without)) <= min(max(with_hints), max(without))
-            text += (" The two rows' repetitions overlap (the hints made no difference beyond the disk's noise)."
-                     if overlap else
-                     f" The two rows' repetitions do not overlap ({min(with_hints):.3f}–{max(with_hints):.3f} s"
-                     f" with the hints, {min(without):.3f}–{max(without):.3f} s without): this run's cold reads"
-                     " differed by more than the disk's noise, and the reason was not measured.")
+            text += fill("cold.overlap") if overlap else fill(
+                "cold.apart", with_hints=f"{min(with_hints):.3f}–{max(with_hints):.3f}",
+                without=f"{min(without):.3f}–{max(without):.3f}")
     return text
 
 
@@ -1200,30 +1106,18 @@ def layout_text():
         return ""
     shared, own = layout_med["transformer_posix_shared"], layout_med["transformer_posix_per_rank"]
     regions = layout_med.get("transformer_posix_regions")
-    after = ("each after a page-cache drop, as the saves come after cold loads"
-             if all(j.get("cold") for j in layout_runs) else "one after another")
-    text = (f" bench.sh measures that layout's cost in each transformer round ({len(layout_runs)} here;"
-            " h5dcp-bench --transformer-layouts, a process of its own): the same bytes written with POSIX calls"
-            f" and h5dcp's tricks (space reserved, early write-back, fsync; no HDF5, no checksums), {after}, took"
-            f" {shared:.3f} s into one shared file ({spread(layout_samples['transformer_posix_shared'])} s)")
-    if regions:
-        text += (f", {regions:.3f} s into one file with a region of each rank's own (the same file, the ranks' rows"
-                 f" not interleaved; {spread(layout_samples['transformer_posix_regions'])} s)")
-    text += (f" and {own:.3f} s into a file per rank ({spread(layout_samples['transformer_posix_per_rank'])} s),"
-             " which came first rotating with the repetitions.")
+    text = fill("layout", rounds=len(layout_runs), after=fill(
+                "layout.after_drop" if all(j.get("cold") for j in layout_runs) else "layout.in_turn"),
+                shared=num(shared), shared_spread=spread(layout_samples["transformer_posix_shared"]),
+                regions=fill("layout.regions", seconds=num(regions),
+                             spread=spread(layout_samples["transformer_posix_regions"])) if regions else "",
+                own=num(own), own_spread=spread(layout_samples["transformer_posix_per_rank"]))
     if layout_costs_little():
-        return text + " In this run the shared file cost no more than a tenth over files per rank."
-    text += (f" The shared file took {shared / own:.2f} × the time: that much of the save stands in the one-file"
-             " layout itself, whatever h5dcp does above it.")
+        return text + fill("layout.little")
+    text += fill("layout.costs", ratio=num(shared / own, 2))
     if regions:
-        if regions - own <= (shared - own) / 2:
-            text += (f" A region per rank took {regions / own:.2f} × a file per rank's time, so most of the cost is"
-                     " the ranks' rows interleaved in the file, which a layout inside the one file (each rank's"
-                     " blocks together) could avoid.")
-        else:
-            text += (f" A region per rank took {regions / own:.2f} × a file per rank's time, so most of the cost is"
-                     " the one file itself (on ext4 the ranks' buffered writes into one file take turns on its"
-                     " inode lock), which only files of their own avoid.")
+        text += fill("layout.interleaved" if regions - own <= (shared - own) / 2 else "layout.one_file",
+                     ratio=num(regions / own, 2))
     return text
 
 
@@ -1234,72 +1128,40 @@ def direct_text():
     own = layout_med.get("transformer_posix_per_rank")
     if not (d and own and direct_ok):
         return ""
-    text = (" The layout rounds also wrote the bytes as a direct-I/O writer would: into a file per rank with"
-            " O_DIRECT, copied in order through two aligned bounce buffers on huge pages (one written while the"
-            " other fills) with the XXH3 checksum of every 1 MiB piece, read back untimed; they took"
-            f" {d:.3f} s ({spread(layout_samples['transformer_direct_per_rank'])} s), {own / d:.2f} × the speed of the"
-            " buffered write into a file per rank, with the ranks using"
-            f" {cpu_spread(layout_runs, 'transformer_direct_per_rank')} s of CPU against"
-            f" {cpu_spread(layout_runs, 'transformer_posix_per_rank')} s")
+    text = fill("direct", seconds=num(d), spread=spread(layout_samples["transformer_direct_per_rank"]),
+                speed=num(own / d, 2), direct_cpu=cpu_spread(layout_runs, "transformer_direct_per_rank"),
+                buffered_cpu=cpu_spread(layout_runs, "transformer_posix_per_rank"))
     if not ("transformer_save" in p_med and tf_same):
         return text + "."
     ratio = p_med["transformer_save"] / d
-    text += f", and at {ratio:.2f} × {PEER}'s save speed."
-    text += (" Such a writer copies nothing into the page cache, so the kernel's copy and the fresh memory it"
-             " needs drop out of the save; h5dcp writes its datasets' bytes through HDF5's MPI-IO driver, which"
-             " has no such path.")
-    if ratio >= SMALL_VS_DCP:
-        return text + (" A writer of its own for those bytes (the datasets' offsets aligned, O_DIRECT from"
-                       " staging buffers on huge pages, HDF5 keeping the metadata) is the change these"
-                       " measurements point to; it was not made.")
-    return text + (" Even so it did not reach the peer's save speed in this run, so on this disk such a writer"
-                   " alone would not meet the target.")
+    return text + fill("direct.peer", ratio=num(ratio, 2), peer=PEER) + fill(
+        "direct.worth_it" if ratio >= SMALL_VS_DCP else "direct.not_enough")
 
 
 def transformer_text():
     if not tf or "transformer_save" not in s or not h_ok:
         return ""
-    text = (f" h5dcp saved it in {s['transformer_save']:.3f} s and loaded it in {s['transformer_load']:.3f} s"
-            + (f" ({s['transformer_load_cold']:.3f} s cold" + (
-                f"; {s['transformer_load_cold_no_readahead']:.3f} s cold without the read-ahead hints"
-                if "transformer_load_cold_no_readahead" in s else "") + ")" if "transformer_load_cold" in s else ""))
+    text = fill("transformer", save=num(s["transformer_save"]), load=num(s["transformer_load"]), cold=fill(
+        "transformer.cold", seconds=num(s["transformer_load_cold"]),
+        no_hints=fill("transformer.no_hints", seconds=num(s["transformer_load_cold_no_readahead"]))
+        if "transformer_load_cold_no_readahead" in s else "") if "transformer_load_cold" in s else "")
     if "transformer_save" in p_med and tf_same:
-        text += (f"; {PEER} in {p_med['transformer_save']:.3f} s and {p_med['transformer_load']:.3f} s"
-                 + (f" ({p_med['transformer_load_cold']:.3f} s cold)" if "transformer_load_cold" in p_med else ""))
+        text += fill("transformer.peer", peer=PEER, save=num(p_med["transformer_save"]),
+                     load=num(p_med["transformer_load"]),
+                     cold=fill("transformer.peer.cold", seconds=num(p_med["transformer_load_cold"]))
+                     if "transformer_load_cold" in p_med else "")
     if ab_rounds:
-        text += (f". These are medians of the repetitions of {plural(ab_rounds, 'round')} in which h5dcp-bench and"
-                 f" the peer ran this case alternately ({plural(ab_reps, 'timed repetition')} each after a warm-up),"
-                 " so that both meet the disk in the same state, each side's saves following the same steps (its own"
-                 " save, warm load and cold load of this case; the knobs measured in runs of their own); their saves"
-                 " took "
-                 f"{spread(ab_samples.get('transformer_save', []))} s (h5dcp) and "
-                 f"{spread(pc.get('transformer_save', {}).get('seconds', []))} s ({PEER})")
+        text += fill("transformer.rounds", rounds=plural(ab_rounds, "round"), reps=plural(ab_reps, "timed repetition"),
+                     h_spread=spread(ab_samples.get("transformer_save", [])), peer=PEER,
+                     p_spread=spread(pc.get("transformer_save", {}).get("seconds", [])))
         if "transformer_save" in main_tf_h and "transformer_save" in main_tf_p:
-            text += (f". In the main runs, where each side's transformer case follows its own 1 GiB cases, the"
-                     f" save took {main_tf_h['transformer_save']:.3f} s (h5dcp) and"
-                     f" {main_tf_p['transformer_save']:.3f} s ({PEER}): gigabytes written right after others"
-                     " meet this disk at a speed that varies from case to case more than the two sides differ")
-    text += (". Each rank's blocks of a sharded tensor lie in the shared file with the other ranks'"
-             " between them, so every read is a jump that restarts the kernel's readahead; a load"
-             " announces its reads to `storage/read_ahead` (posix_fadvise WILLNEED, a window of"
-             " `H5DCP_READAHEAD_MIB` ahead of what is being read, blocks longer than the window left to"
-             " the kernel). The rows \"no read-ahead hints\" measure that knob in this run."
-             " On the save side, a profile of this case (perf, a transformer-only run without cold loads)"
-             " puts a large share of the save's samples in ext4's inode lock (`rwsem_down_write_slowpath`,"
-             " spinning on the owner): ext4 lets one buffered write into a file at a time, so the ranks'"
-             " copies into the page cache of the one shared file take turns, where the peer's file per"
-             " rank lets them run side by side. With many tensors that is many short turns.")
-    text += layout_text()
-    text += (" The larger cost is elsewhere: this case's save is slower in runs with cold loads between"
-             " the saves than in runs without them, all of it in `save:write`." + after_cold_load_text())
+            text += fill("transformer.main_runs", h_save=num(main_tf_h["transformer_save"]),
+                         p_save=num(main_tf_p["transformer_save"]), peer=PEER)
+    text += fill("transformer.layout") + layout_text() + fill("transformer.after_cold_load") + after_cold_load_text()
     text += tf_no_wb_text() + direct_text()
     if direct_text():
         return text
-    if layout_costs_little():
-        return text + (" Files of their own for each rank (HDF5's external storage or its subfiling driver) would"
-                       " not help this case on this disk: the POSIX writes above cost no more in the one file.")
-    return text + (" Writing each rank's blocks into files of their own, joined by HDF5 (external storage"
-                   " or its subfiling driver), is the change the profile points to; it was not made.")
+    return text + fill("transformer.files_no_help" if layout_costs_little() else "transformer.files_help")
 
 
 def cpu_spread(runs, key):
@@ -1314,18 +1176,8 @@ def after_cold_load_text():
     h_cpu, p_cpu = cpu_spread(ab_h, "transformer_save"), cpu_spread(layout_runs, "transformer_posix_shared")
     if not (layout_ratio() and h_cpu and p_cpu):
         return ""
-    shared = layout_med["transformer_posix_shared"]
-    return (f" The POSIX writes above, each after a page-cache drop in a process that loads nothing, were not slowed"
-            f" that way: h5dcp's saves took {s['transformer_save'] / shared:.2f} × the time of the shared-file"
-            f" write, and its ranks used {h_cpu} s of CPU time per save against {p_cpu} s for that write (the"
-            " conditions table): after an h5dcp cold load in the same process, the same bytes cost the ranks"
-            " more CPU. A profile of h5dcp-bench --transformer-only with and without its cold loads (perf, all"
-            " CPUs, outside this run) found the kernel's copy into the page cache (`copy_folio_from_iter_atomic`)"
-            " taking more samples for the same saves after the cold loads, and the spinning on the inode lock"
-            " growing with it (that profile's counts are not this run's, so none is given here)." + (page_reporting_text() or (
-                " Why that copy is slower in that state was not found; compacting memory"
-                " (`/proc/sys/vm/compact_memory`) before each save did not make the saves steadily fast in a"
-                " trial.")))
+    return fill("after_cold_load", ratio=num(s["transformer_save"] / layout_med["transformer_posix_shared"], 2),
+                h_cpu=h_cpu, p_cpu=p_cpu, why=page_reporting_text() or fill("after_cold_load.unexplained"))
 
 
 def page_reporting_text():
@@ -1334,22 +1186,12 @@ def page_reporting_text():
     if not (paused_ratio("transformer_save") and reporting_on and "transformer_save" in p_med):
         return ""
     hs, ps = ur_h_med["transformer_save"], ur_p_med["transformer_save"]
-    text = (" What makes that copy slower is the machine: it is a virtual machine whose kernel hands free memory"
-            " back to its host (free page reporting), and the host takes those pages away, so that the next touch"
-            " of each costs a fault on the host, which the guest counts as CPU time in whatever touched the page"
-            " (here the copy into the page cache), not as steal. In each round both sides ran the case once more"
-            " with that reporting paused (`scripts/page_reporting.sh`, restored right after): h5dcp's saves took"
-            f" {spread(ur_h_samples['transformer_save'])} s, median {hs:.3f} s, against {s['transformer_save']:.3f}"
-            f" s with it on ({s['transformer_save'] / hs:.2f} × faster), and {PEER}'s"
-            f" {spread(ur_p_samples['transformer_save'])} s, median {ps:.3f} s, against"
-            f" {p_med['transformer_save']:.3f} s ({p_med['transformer_save'] / ps:.2f} ×): paused, h5dcp's save ran at"
-            f" {ps / hs:.2f} × {PEER}'s speed")
-    if paused_ratio("transformer_load_cold"):
-        text += f", and its cold load at {paused_ratio('transformer_load_cold'):.2f} × {PEER}'s"
-    return text + (". Why the reporting costs h5dcp's save more than the peer's, when both write the same bytes"
-                   " after loads of their own, was not found: which free blocks the kernel has handed back when a"
-                   " save starts depends on what each process freed before it and when. The conditions table"
-                   " gives the memory handed to the host during each watched repetition.")
+    h_on, p_on = s["transformer_save"], p_med["transformer_save"]
+    load = paused_ratio("transformer_load_cold")
+    return fill("page_reporting", h_spread=spread(ur_h_samples["transformer_save"]), h_paused=num(hs), h_on=num(h_on),
+                h_gain=num(h_on / hs, 2), peer=PEER, p_spread=spread(ur_p_samples["transformer_save"]),
+                p_paused=num(ps), p_on=num(p_on), p_gain=num(p_on / ps, 2), ratio=num(ps / hs, 2),
+                load=fill("page_reporting.load", ratio=num(load, 2), peer=PEER) if load else "")
 
 
 def tf_no_wb_text():
@@ -1358,28 +1200,16 @@ def tf_no_wb_text():
     if not (tf_no_wb_med and tf_no_wb_ok and ab_rounds):
         return ""
     default = s["transformer_save"]
-    text = (f" In each of those rounds h5dcp-bench also ran the case with early write-back off"
-            f" (`H5DCP_WRITEBACK_MIB=0`), right after its default run: its saves took {spread(tf_no_wb_times)} s,"
-            f" median {tf_no_wb_med:.3f} s, {default / tf_no_wb_med:.2f} × the default's speed")
-    if "transformer_save" in p_med and tf_same:
-        text += f" and {p_med['transformer_save'] / tf_no_wb_med:.2f} × {PEER}'s"
-    text += "."
-    if tf_no_wb_med < default:
-        after = " after cold loads" if all(j.get("cold") for j in tf_no_wb) else ""
-        text += f" So{after} early write-back costs this case time"
-        if no_wb_measured and no_wb[1] > knob_baseline:
-            text += (f", where the main case's save gains from it (without it that save took {no_wb[1] / knob_baseline:.2f} ×"
-                     " the time in this run, the knobs' table below): the knob is a trade between the two cases."
-                     " It stays on by default; a job that saves a large state dict after reading a cold one can"
-                     " set it to 0.")
-        elif no_wb_measured:
-            text += (", and in this run it did not pay for the main case's save either (the knobs' table below), where"
-                     " earlier runs measured that save gaining from it; it stays on by default.")
-        else:
-            text += "."
-    else:
-        text += " So in this run early write-back did not cost this case its save."
-    return text
+    text = fill("tf_no_wb", spread=spread(tf_no_wb_times), median=num(tf_no_wb_med),
+                ratio=num(default / tf_no_wb_med, 2),
+                peer=fill("tf_no_wb.peer", ratio=num(p_med["transformer_save"] / tf_no_wb_med, 2), peer=PEER)
+                if "transformer_save" in p_med and tf_same else "")
+    if tf_no_wb_med >= default:
+        return text + fill("tf_no_wb.no_cost")
+    text += fill("tf_no_wb.costs", after=" after cold loads" if all(j.get("cold") for j in tf_no_wb) else "")
+    if no_wb_measured and no_wb[1] > knob_baseline:
+        return text + fill("tf_no_wb.trade", ratio=num(no_wb[1] / knob_baseline, 2))
+    return text + (fill("tf_no_wb.main_no_gain") if no_wb_measured else ".")
 
 
 no_wb = next((k for k in knobs if k[0].startswith("early write-back")), None)
@@ -1390,33 +1220,20 @@ no_wb_measured = bool(no_wb and no_wb[4] and h_ok)
 def save_vs_peer_text():
     """How the save-vs-peer targets were measured: alternated rounds where bench.sh ran them."""
     if not save_ab:
-        return ("- **Save vs the peer.** The targets take the main runs' saves, each side's after its own"
-                " other cases (this run has no alternated rounds).")
-    text = ("- **Save vs the peer.** In the main runs each side's saves come minutes apart from the other's,"
-            " after different cases, and this disk's speed for a gigabyte written right after others varies"
-            f" more than the two sides differ. So bench.sh also ran the save of the main case's {gb:.3f} GB in"
-            f" {plural(save_ab_rounds, 'round')} of h5dcp-bench `--save-only --no-raw` and the peer's `--save-only`,"
-            f" one after the other ({plural(save_ab_reps, 'timed repetition')} each, after"
-            f" {plural(save_ab_h[0].get('warmup_reps', 1), 'warm-up save')} (h5dcp) and 1 (the peer); every save"
-            f" of each round read back and checked), so that both meet the disk in the same state. Their saves took"
-            f" {spread(save_ab_h_times)} s (h5dcp) and {spread(save_ab_p_times)} s ({PEER}); the targets take the"
-            f" medians, {save_ab_h_med:.3f} s and {save_ab_p_med:.3f} s.")
+        return fill("save_vs_peer.main")
+    text = fill("save_vs_peer.rounds", gb=f"{gb:.3f}", rounds=plural(save_ab_rounds, "round"),
+                reps=plural(save_ab_reps, "timed repetition"),
+                warmups=plural(save_ab_h[0].get("warmup_reps", 1), "warm-up save"), h_spread=spread(save_ab_h_times),
+                p_spread=spread(save_ab_p_times), peer=PEER, h_med=num(save_ab_h_med), p_med=num(save_ab_p_med))
     if base_ab:
-        text += (" The save's baselines ran in the same rounds, a third process (h5dcp-bench `--baselines-only`:"
-                 " the raw MPI-IO writes, collective and independent, and the POSIX writes, bare and with XXH3"
-                 " and the publish, taking turns going first), the three processes taking turns going first;"
-                 " the save's targets against raw and POSIX writes take their medians, not the main run's.")
+        text += fill("save_vs_peer.baselines")
     if "save" in p_med:
         h_alt, p_alt = save_ab_h_med, save_ab_p_med
-        text += (f" The main runs' medians were {s['save']:.3f} s (h5dcp, repetitions {h_spread('save')} s) and"
-                 f" {p_med['save']:.3f} s ({PEER}, {spread(pc['save']['seconds'])} s): {s['save'] / h_alt:.2f} ×"
-                 f" and {p_med['save'] / p_alt:.2f} × each side's time in the alternated rounds.")
+        text += fill("save_vs_peer.main_runs", h_main=num(s["save"]), h_spread=h_spread("save"),
+                     p_main=num(p_med["save"]), peer=PEER, p_spread=spread(pc["save"]["seconds"]),
+                     h_ratio=num(s["save"] / h_alt, 2), p_ratio=num(p_med["save"] / p_alt, 2))
         if s["save"] / h_alt > 1.5 and p_med["save"] / p_alt < 1.5:
-            text += (" So in this run h5dcp's saves were slower inside its main run, a process that holds every"
-                     " case's data and runs the save between the other cases, than in a process that only saves,"
-                     " and the peer's were not. The same happened to a lesser degree in earlier runs. What causes it"
-                     " was not found: the raw writes timed just before each of those saves were not slowed, and"
-                     " shorter runs of the same process on a quieter disk saved at the alternated rounds' speed.")
+            text += fill("save_vs_peer.slower_inside")
     return text
 
 
@@ -1434,198 +1251,60 @@ def early_writeback_measured():
     that was slower or faster for one of the two runs does not pass for the knob's effect."""
     if not no_wb_measured:
         return ""
-    off = no_wb[1]
-    on = knob_baseline
+    off, on = no_wb[1], knob_baseline
     if knob_vs_alternated:
-        against = (f" with it (the median of the alternated rounds, processes that also only save,"
-                   f" {spread(save_ab_h_times)} s)")
-        beside = ""
+        against, beside = fill("early_writeback.alternated", spread=spread(save_ab_h_times)), ""
     else:
-        against = " with it"
         off_raw, on_raw = fastest_raw(no_wb[2], no_wb[3]), fastest_raw(s["raw"], s.get("raw_independent"))
-        beside = (f" Each beside the faster raw write of its own run, the save took {off / off_raw:.2f} × that"
-                  f" write's time without it and {on / on_raw:.2f} × with it.")
-    if off >= on:
-        return (f" In this run the save without it took {off:.3f} s against {on:.3f} s{against}:"
-                f" {off / on:.2f} × the time." + beside)
+        against = " with it"
+        beside = fill("early_writeback.beside", off=num(off / off_raw, 2), on=num(on / on_raw, 2))
     knob_spread = spread(no_wb[5])
-    uneven = f" (its repetitions took {knob_spread} s)" if knob_spread else ""
-    return (f" In this run it did not pay: the save without it took {off:.3f} s against {on:.3f} s{against}:"
-            f" {off / on:.2f} × the time, where earlier runs on this machine measured the opposite. The knob's"
-            f" row is one run of a few repetitions{uneven}, at another moment than the saves it is set against,"
-            f" and on a disk as uneven as this one's one row does not settle it; the knob is kept." + beside)
+    return fill("early_writeback.paid" if off >= on else "early_writeback.did_not_pay", off=num(off), on=num(on),
+                against=against, ratio=num(off / on, 2),
+                uneven=fill("early_writeback.uneven", spread=knob_spread) if knob_spread else "") + beside
 plan = next((w for st, _, w in traced.get("sync save", []) if st == "save:plan"), None)
 sync_worked = sum(w for _, _, w in traced.get("sync save", []))
 write_sync = sum(w for st, _, w in traced.get("sync save", []) if st in ("save:write", "save:sync"))
-prose = [
-    "",
-    "![bandwidths](performance.png)",
-    "",
-    "## Where the time goes, and what was tried",
-    "",
-    "Figures below are this run's; what was measured in earlier runs is described, not quoted.",
-    "",
-    "- **Save vs the raw write.** The raw baseline is one `MPI_File_write_at_all` per tensor plus",
-    "  `MPI_File_sync`, into a new file; the same with `MPI_File_write_at` (each rank on its own) is",
-    "  measured too, and the target is taken against the faster of the two (which one that is",
-    "  changes from run to run). The knob rows carry their own raw writes, more samples of the",
-    "  ratio. An h5dcp save adds the collective plan, creating the file, its datasets and",
-    "  attributes, reserving the space (posix_fallocate, so that a full disk fails before any",
-    "  data is written), the XXH3 checksums of every byte, the checksum attributes, closing, an",
-    "  fsync from every rank, and the rename plus directory fsync that publish the file",
-    "  atomically. In the step table `save:write` (HDF5's write through ROMIO into the page",
-    "  cache, plus hashing and, since early write-back, most of the disk's work) and `save:sync`",
-    "  (the close and the fsync of what is left) are the large steps"
-    + (f" ({100 * write_sync / sync_worked:.0f} % of the traced sync save's worked time)" if sync_worked else "")
-    + ". A profile of the write is",
-    "  dominated by the kernel's page-cache copy (`copy_folio_from_iter_atomic`). The write",
-    "  step's own time varies between saves of the same data: the kernel throttles writers when",
-    "  dirty pages pile up.",
-    save_vs_peer_text(),
-    "- **Collective or independent writes.** Each rank's block of a row-sharded tensor is one",
-    "  contiguous range of the file: two-phase collective I/O has nothing to aggregate there and",
-    "  only adds rounds of exchanges through ROMIO's collective buffer. In earlier runs, each",
-    "  beside its own raw write, independent writes were faster and steadier than collective",
-    "  ones for row shards. So `IoMode::Collective` now writes collectively only tensors whose",
-    "  blocks are scattered through the file (column or grid shards, which the interleaved-shards",
-    "  test covers). The ROMIO-hints knob row measures collective buffering and data sieving",
-    "  turned off in this run.",
-    "- **Early write-back.** A save used to be the copy into the page cache (`save:write`)",
-    "  followed by the disk write (the fsync in `save:sync`), one after the other. The writer now",
-    "  asks the kernel to start writing the file back every `H5DCP_WRITEBACK_MIB` MiB it writes",
-    "  (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`, which does not wait;",
-    "  `core/early_writeback`), so the disk works while the copy goes on and the fsync at the end",
-    "  finds little left." + early_writeback_measured(),
-    "  The raw baselines do not do this (they are plain MPI-IO), which is how a save can be faster",
-    "  than the raw write.",
-    "- **A save that replaces a checkpoint** at the same path used to pay for freeing the old",
-    "  file's blocks inside its commit step. The replaced file now gets a second hidden name",
-    "  before the rename and is removed by a background thread once the rename is durable",
-    "  (`core/deferred_removal`). The cases above write new files, so this does not show in them.",
-    "- **Many small tensors.** Each tensor is its own dataset (docs/FORMAT.md: one dataset per",
-    "  tensor, with its global shape). The rows \"HDF5 alone\" make the same datasets with bare",
-    "  HDF5 calls and h5dcp's file settings (collective metadata, the older file format,",
-    "  contiguous, no fill, no times), write the data, close and fsync"
-    + (f": without a single attribute HDF5 alone takes {s['small_hdf5_bare'] / s['small_as_large']:.2f} × the"
-       f" time of the save of the same bytes in {few}, against the target's {SMALL_VS_LARGE:g} ×"
-       if "small_hdf5_bare" in s and h_ok else "")
-    + ". h5dcp stores " + (f"{floor_attrs} attributes" if floor_attrs else "several attributes")
-    + " per dataset (key, kind, dtype, chunk offsets and sizes, checksum rows and checksums); most",
-    "  are written at creation (`save:create`), the checksums after the data (`save:checksums`).",
-    "  A microbenchmark of HDF5 alone, in an earlier run, found attributes added after creation",
-    "  much slower than the same attributes at creation; moving the checksums before the create",
-    "  step would need every rank to hash before the file exists (for GPU tensors a second",
-    "  device-to-host copy or a host copy of the whole shard), not done yet. Measured earlier and",
-    "  not kept, for no measurable change in the small-tensor case: HDF5 library-version bounds",
-    "  (latest), a larger metadata block size, a larger metadata cache, early allocation,",
-    "  all-collective metadata operations, fixed-length string attributes. Kept: no",
-    "  access/modification times on datasets, independent writes for single-writer tensors.",
-    "- **Async saves.** The caller is blocked for the collective plan and the copy of its blocks",
-    "  into the pre-touched, reused staging memory; the background thread then creates the file,",
-    "  checksums the staged bytes and writes them. When every rank's blocks fit the staging memory",
-    "  whole, the background thread starts only once the copy is done, whoever copies (the caller, or",
-    "  the staging thread of `async_stage_and_save`): it used to create the file",
-    "  beside the copy (HDF5 and MPI-IO work on every rank, MPI polling while it waits), and on",
-    "  this machine's two cores the copy lost its core to it for part of the time. The save then",
-    "  becomes durable that much later, while the caller computes. The row \"memory copy of the shards\" is that copy alone",
-    "  (at::Tensor::copy_ into touched memory, one thread per rank; the target touched again, untimed,"
-    " after each sample's wait, before the copy and the call, and the shards written in place, as a"
-    " training step leaves them right before a checkpoint: on this virtual machine the host may take memory left alone for a while,"
-    " and the next touch of each page then costs a fault on the host, seen in the guest as user time"
-    " of the copy)"
-    + (f": the blocking time is {s['async_blocking'] / s['staging_copy']:.2f} × that copy's. The"
-       f" {100 * ASYNC_BLOCKING:g} % target assumes a save that is slow next to a memory copy (GPU to"
-       f" pinned host memory, slow storage); here the disk writes at {s['staging_copy'] / s['save']:.2f} ×"
-       f" the speed memory copies in this run, so the copy alone is {100 * s['staging_copy'] / s['save']:.0f} %"
-       " of the save" if "staging_copy" in s and h_ok else "")
-    + (f". The staging memory is written only by the saves, a sample apart: the same bare copy into"
-       f" memory left alone since the previous sample's copy took {s['staging_copy_idle']:.3f} s,"
-       f" {s['staging_copy_idle'] / s['staging_copy']:.2f} × the copy into memory touched just before it,"
-       f" and the call's own copy {statistics.median(h['seconds']['async_engine_copy']) / s['staging_copy_idle']:.2f}"
-       " × the copy into idle memory"
-       if "staging_copy_idle" in s and h.get("seconds", {}).get("async_engine_copy") else "")
-    + ". With more cores per rank the copy is parallel (ATen's intra-op threads; the benchmark",
-    "  pins one)." + settle_text(),
-    "- **Waiting for the other ranks.** Every collective phase (comm/comm.cpp) polls its",
-    "  nonblocking messages until a deadline, so that a rank that never arrives is named rather",
-    "  than waited for. The poll used to sleep 200 µs between rounds; it now only yields the core",
-    "  for its first rounds (ranks that arrive together are done within microseconds) and then",
-    "  sleeps 50 µs, doubling up to 200 µs. A phase among ranks that arrive together, like the",
-    "  plan of an async save, then costs about what its messages take: measured faster in an A/B",
-    "  run of h5dcp-bench (the staged case's call, with the earlier library through",
-    "  LD_LIBRARY_PATH) before it was kept.",
-    "- **Staging in the background** (`async_stage_and_save`, DCP's async staging): the call",
-    "  returns once the save is planned; a staging thread copies the blocks while the caller",
-    "  computes, and the caller waits on the `staged` handle just before its optimizer step. The",
-    "  bench's step computes for twice the bare copy's time of its repetition, as a sleep: a GPU",
-    "  step, which leaves the CPU cores free for the copy. A CPU-bound step on a machine without",
-    "  a core to spare shares its cores with the copy, and waits for it in effect. What is left",
-    "  of the call is its collective steps (the settings, the directory, the staging memory, the",
-    "  plan or its reuse) and the hand-over. A profile of the call (wall and thread CPU time",
-    "  between its steps) found much of it in two checks of the plan that listed every checksum",
-    "  slab of every rank's blocks only to add up their sizes; they now take the sizes alone, in",
-    "  one pass over the plan (`plan/block_writes`' `block_bytes_by_rank`), which also keeps a",
-    "  plan of many ranks from costing ranks × chunks. On this machine's two cores, shared by two ranks",
-    "  each with a writer and a staging thread, the caller used to lose its core for a scheduler",
-    "  slice right after waking the staging thread; the library's own threads now run as",
-    "  SCHED_BATCH (`base/background_thread`), which gives up wakeup preemption, and the",
-    "  caller no longer takes the engine's lock after waking them. In trial runs before it was",
-    "  kept the call took milliseconds less. Tried and not kept, each slower in trial runs: a",
-    "  staging thread made once with the engine instead of one per save (the cause was not",
-    "  found), and a lower priority (nice 10) for the library's threads on top.",
-    "- **The physical limits.** The POSIX write puts the same bytes at the same offsets with the",
-    "  tricks h5dcp's writer uses (the space reserved with posix_fallocate, early write-back every",
-    "  `H5DCP_WRITEBACK_MIB` MiB, fsync), without HDF5, MPI-IO or checksums; the O_DIRECT write",
-    "  (dd oflag=direct) bypasses the page cache and shows what the disk itself takes." + limits_text(),
-    "- **Cold loads.** Every load case runs twice: right after its save (the file in the page",
-    "  cache) and after the page cache is dropped (`echo 3 > /proc/sys/vm/drop_caches`, as root,",
-    "  after `sync`), as after a requeue on another node. The cold POSIX read (pread of 16 MiB",
-    "  pieces, like `dd bs=16M`) is the disk's own figure." + cold_text(),
-    f"- **A real model's shape.** {tf_name[0].upper() + tf_name[1:] if tf_name else 'A transformer'} with",
-    "  AdamW state, every parameter and moment sharded on dim 0 over the ranks (FSDP), each step",
-    "  a replicated 0-d tensor: tensors from a few bytes and 4 KiB to 64 MiB; the peer saves the",
-    "  same values as DTensors." + transformer_text(),
-    "- **Planning at scale** (h5dcp-plan-bench, section above). A resharded load's lookups are",
-    "  an index per tensor (`plan/chunk_index`), not a loop over every saved chunk."
-    + plan_lookups_text() + " A save's plan",
-    "  is gathered to the coordinator, merged, and the whole global plan is broadcast to every",
-    "  rank: HDF5's metadata is written collectively, so every rank creates every dataset with",
-    "  its attributes (the chunk offsets and sizes of every tensor among them) and needs every",
-    "  tensor's chunks, not only its own"
-    + (f". At {plan_scale} the planning took {plan_save_s:.3f} s along its critical path (mostly the coordinator's merge) and"
-       f" the global plan is {plan_bytes[1] / 1e6:.1f} MB, received by every rank, against"
-       f" {plan_bytes[0] / 1e3:.0f} kB that each sends" if plan_save_s is not None and plan_bytes else "")
-    + ". The merge is one pass over a hash of the keys (it was three ordered maps of strings and"
-    " a text built per item for an error message)."
-    + (f" A save whose sharding did not change reuses its plan (`SavePlanCache`, the manager's"
-       f" default): {plan_reuse_s:.3f} s along its critical path, a token and the values per rank"
-       f" ({plan_reuse_bytes[0]:,} bytes sent, {plan_reuse_bytes[1]:,} received), most of it each rank copying"
-       " its cached plan." if plan_reuse_s is not None and plan_reuse_bytes else "")
-    + " Per-tensor metadata moved out of the datasets' attributes into one index written by one",
-    "  rank (a new format version) would let each rank get only its own blocks (a scatter, as DCP",
-    "  does) on the first save too; it is not done.",
-    "- **Loads** read each rank's blocks with independent I/O and verify every checksum slab's",
-    "  XXH3 checksum. A block that is one saved chunk (a load with the saving sharding, or a",
-    "  reshard that moves whole chunks, as here) is read straight into the tensor about 1 MiB of",
-    "  slabs at a time, each piece checked while it is still in the core's cache; reading the",
-    "  whole block first had the checksums fetch every byte from memory a second time, and was",
-    "  slower in trial runs of h5dcp-bench's warm load. Other blocks are read slab by slab into",
-    "  a buffer and their wanted parts copied out.",
-    "- Knobs kept: contiguous layout, no fill values, collective metadata writes, the older HDF5",
-    "  file format (library-version bounds that still store large checksum attributes), compact",
-    "  binary plan exchange, independent writes for row shards and single-writer tensors, no",
-    "  object times, background removal of replaced files, early write-back. Measured in this run",
-    "  (table above): early write-back off, ROMIO's data sieving and collective buffering off.",
-    "  Measured earlier, with no measurable change: `H5Pset_alignment` for large datasets (not",
-    "  set: it would only make files larger) and collective metadata writes off (they stay on:",
-    "  the metadata cache is flushed by one collective MPI-IO write rather than many small ones,",
-    "  HDF5's advice for many ranks on a parallel file system). Reusing the plan across saves",
-    "  (`SavePlanCache`, section above) pays at scale, not at 2 ranks" +
-    (f" (planning took {plan:.4f} s of the traced sync save's {sync_worked:.3f} s)."
-     if plan is not None else "."),
-    "",
-]
-lines += prose
+values = dict(
+    peer=PEER, ranks=h["ranks"], gb=f"{gb:.3f}", shape=shape,
+    medians=", ".join(x for x in (f"{h['reps']} repetitions (h5dcp-bench"
+                                  + (f"; its bare copies and async cases {h['async_samples']} times in each,"
+                                     f" medians of {h['reps'] * h['async_samples']}" if h.get("async_samples", 1) > 1
+                                     else "") + ")",
+                                  f"{peer['reps']} ({PEER})" if peer else None,
+                                  f"{ts['reps']} (torch.save)" if ts else None) if x),
+    machine=f"{platform.node()}, {cpu} cores, {time.strftime('%Y-%m-%d')}" + (f"; file system: {fs}" if fs else "")
+    + ". " + "; ".join(c for c in caches if c),
+    warmup=warmup_text(), discard=fill("discard") if discard else "", h_equal=equal(h_ok),
+    async_checked=fill("async_not_checked") if h.get("async_correct") is None
+    else fill("async_checked", equal=equal(h["async_correct"])),
+    peer_checked=fill("peer_checked", peer=PEER, equal=equal(peer["ok"])) if peer else fill("peer_not_run", peer=PEER),
+    ts_checked=fill("ts_checked", equal=equal(ts_ok)) if ts else "",
+    spread_note=fill("spread_note") if peer or ts else "",
+    tables="\n".join(lines),
+    write_share=fill("write_share", percent=f"{100 * write_sync / sync_worked:.0f}") if sync_worked else "",
+    save_vs_peer=save_vs_peer_text(), early_writeback=early_writeback_measured(),
+    small_floor=fill("small_floor", ratio=f"{s['small_hdf5_bare'] / s['small_as_large']:.2f}", few=few,
+                     target=f"{SMALL_VS_LARGE:g}") if "small_hdf5_bare" in s and h_ok else "",
+    floor_attrs=f"{floor_attrs} attributes" if floor_attrs else "several attributes",
+    async_vs_copy=fill("async_vs_copy", blocking=f"{s['async_blocking'] / s['staging_copy']:.2f}",
+                       target=f"{100 * ASYNC_BLOCKING:g}", disk=f"{s['staging_copy'] / s['save']:.2f}",
+                       percent=f"{100 * s['staging_copy'] / s['save']:.0f}") if "staging_copy" in s and h_ok else "",
+    staging_idle=fill("staging_idle", idle=f"{s['staging_copy_idle']:.3f}",
+                      idle_vs_touched=f"{s['staging_copy_idle'] / s['staging_copy']:.2f}",
+                      call_vs_idle=num(statistics.median(h["seconds"]["async_engine_copy"])
+                                       / s["staging_copy_idle"], 2))
+    if "staging_copy_idle" in s and h.get("seconds", {}).get("async_engine_copy") else "",
+    settle=settle_text(), limits=limits_text(), cold=cold_text(),
+    transformer_name=tf_name[0].upper() + tf_name[1:] if tf_name else "A transformer",
+    transformer=transformer_text(), plan_lookups=plan_lookups_text(),
+    plan_save=fill("plan_save", scale=plan_scale, seconds=f"{plan_save_s:.3f}", received=f"{plan_bytes[1] / 1e6:.1f}",
+                   sent=f"{plan_bytes[0] / 1e3:.0f}") if plan_save_s is not None and plan_bytes else "",
+    plan_reuse=fill("plan_reuse", seconds=f"{plan_reuse_s:.3f}", sent=f"{plan_reuse_bytes[0]:,}",
+                    received=f"{plan_reuse_bytes[1]:,}") if plan_reuse_s is not None and plan_reuse_bytes else "",
+    plan_share=fill("plan_share", plan=f"{plan:.4f}", worked=f"{sync_worked:.3f}") if plan is not None else ".",
+)
+lines = [fill("report", **values), ""]
 # The GPU run (issue 20) is recorded apart, on a lent GPU machine
 # (scripts/gpu-check.sh), its results kept beside the report in gpu-run/.
 gpu_run = os.path.join(os.path.dirname(os.path.abspath(md_path)), "gpu-run")

@@ -35,10 +35,12 @@
 #include <vector>
 
 #include "bench_mpi_timing.hpp"
+#include "bench_state.hpp"
 #include "h5dcp/h5dcp.hpp"
 
 namespace {
 
+using h5dcp_bench::BenchState;
 using h5dcp_bench::drop_caches;
 using h5dcp_bench::fresh;
 using h5dcp_bench::median;
@@ -55,50 +57,12 @@ struct Args {
   std::string json;
 };
 
-constexpr int kTensors = 4;
-constexpr std::int64_t kCols = 4096;
-
 int rank_ = 0;
 int size_ = 1;
-c10::Device device_ = c10::Device(at::kCPU);
+BenchState state_;  // its device: this rank's GPU
 
 // Waits for everything queued on this rank's GPU (a scalar read back).
-void settle_gpu() { (void)at::zeros({1}, at::TensorOptions().device(device_)).sum().item<float>(); }
-
-at::Tensor rows_of(std::int64_t rows_per_rank, int owner, int i, bool fill) {
-  const auto on_gpu = at::TensorOptions().dtype(at::kFloat).device(device_);
-  if (!fill) return at::zeros({rows_per_rank, kCols}, on_gpu);
-  return (at::arange(rows_per_rank, on_gpu).unsqueeze(1) + static_cast<double>(owner * rows_per_rank) + i * 1e6)
-      .expand({rows_per_rank, kCols})
-      .contiguous();
-}
-
-h5dcp::StateDict sharded_state(std::int64_t rows, int shift, bool fill) {
-  const auto per_rank = rows / size_;
-  const int owner = (rank_ + shift) % size_;
-  h5dcp::StateDict sd;
-  for (int i = 0; i < kTensors; ++i)
-    sd["layer" + std::to_string(i) + ".weight"] =
-        h5dcp::ShardedTensor({rows, kCols}, {h5dcp::Shard{rows_of(per_rank, owner, i, fill), {owner * per_rank, 0}}});
-  return sd;
-}
-
-std::vector<at::Tensor> shards_of(const h5dcp::StateDict& sd) {
-  std::vector<at::Tensor> shards;
-  for (const auto& [name, value] : sd) shards.push_back(std::get<h5dcp::ShardedTensor>(value).local_shards()[0].tensor);
-  return shards;
-}
-
-// Every rank's shards hold the saved values (and are still on the GPU).
-bool check(const h5dcp::StateDict& sd, std::int64_t rows, int shift) {
-  const int owner = (rank_ + shift) % size_;
-  int ok = 1;
-  const auto shards = shards_of(sd);
-  for (int i = 0; i < kTensors; ++i)
-    ok &= shards[i].device() == device_ && at::equal(shards[i], rows_of(rows / size_, owner, i, true)) ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return ok == 1;
-}
+void settle_gpu() { (void)at::zeros({1}, at::TensorOptions().device(state_.device)).sum().item<float>(); }
 
 // A training step's forward and backward: `products` matrix products queued
 // on the GPU (not waited for).
@@ -141,8 +105,9 @@ int main(int argc, char** argv) {
   const auto assignment = h5dcp::assign_device();
   for (const auto& line : h5dcp::gather_device_descriptions(assignment))
     std::printf("h5dcp-gpu-bench: %s\n", line.c_str());
-  device_ = c10::Device(assignment.choice.device());
-  if (!device_.is_cuda()) {
+  state_ = {BenchState::rows_for(args.gib, size_), rank_, size_, c10::Device(assignment.choice.device())};
+  const auto& device = state_.device;
+  if (!device.is_cuda()) {
     if (rank_ == 0) std::fprintf(stderr, "h5dcp-gpu-bench: no GPU (%s)\n", assignment.choice.summary().c_str());
     MPI_Finalize();
     return 2;
@@ -150,17 +115,16 @@ int main(int argc, char** argv) {
   if (rank_ == 0) std::filesystem::create_directories(args.dir);
   const bool cold = args.cold && h5dcp_bench::can_drop_caches();
 
-  std::int64_t rows = static_cast<std::int64_t>(args.gib * (1 << 30) / 4 / kTensors / kCols);
-  rows -= rows % size_;
-  const double gb = static_cast<double>(rows) * kCols * 4 * kTensors / 1e9;
-  const auto per_rank_bytes = rows / size_ * kCols * 4 * kTensors;
+  const auto rows = state_.rows;
+  const double gb = state_.gb();
+  const auto per_rank_bytes = state_.shard_bytes();
   const std::string ckpt = args.dir + "/ckpt.h5";
 
-  auto saved = sharded_state(rows, 0, true);
-  const auto shards = shards_of(saved);
+  auto saved = state_.make(0, true);
+  const auto shards = h5dcp_bench::local_shards(saved);
   auto pinned = at::empty({per_rank_bytes / 4}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
   pinned.zero_();  // touched now, as the async staging memory is
-  auto uploaded = at::empty({per_rank_bytes / 4}, at::TensorOptions().dtype(at::kFloat).device(device_));
+  auto uploaded = at::empty({per_rank_bytes / 4}, at::TensorOptions().dtype(at::kFloat).device(device));
   h5dcp::AsyncSaveOptions async_options;
   async_options.staging_bytes = per_rank_bytes;
   // The first async save allocates (pinned) and touches the staging memory,
@@ -169,8 +133,8 @@ int main(int argc, char** argv) {
 
   // The step's compute: products of two 4096 x 4096 float32 matrices, as many
   // as take about twice the bare device-to-host copy.
-  const auto ma = at::randn({4096, 4096}, at::TensorOptions().device(device_));
-  const auto mb = at::randn({4096, 4096}, at::TensorOptions().device(device_));
+  const auto ma = at::randn({4096, 4096}, at::TensorOptions().device(device));
+  const auto mb = at::randn({4096, 4096}, at::TensorOptions().device(device));
   queue_compute(ma, mb, 3);
   settle_gpu();
   const double product_seconds = slowest(timed([&] {
@@ -186,9 +150,9 @@ int main(int argc, char** argv) {
   // the optimizer step that followed it, undone before this).
   bool async_correct = true;
   const auto read_back_equal = [&](const char* name) {
-    auto back = sharded_state(rows, 0, false);
+    auto back = state_.make(0, false);
     h5dcp::load(back, args.dir + name);
-    return check(back, rows, 0);
+    return state_.equal(back, 0);
   };
   int products = 1;
   for (int rep = -args.warmup; rep < args.reps; ++rep) {
@@ -211,14 +175,14 @@ int main(int argc, char** argv) {
       if (drop && !cold) continue;
       const std::string suffix = drop ? "_cold" : "";
       for (const int shift : {0, size_ > 1 ? 1 : 0}) {
-        auto target = sharded_state(rows, shift, false);
+        auto target = state_.make(shift, false);
         settle_gpu();
         drop_caches(drop);
         t[(shift == 0 ? "load" : "reshard") + suffix].push_back(timed([&] {
           h5dcp::load(target, ckpt);
           settle_gpu();
         }));
-        correct &= check(target, rows, shift);
+        correct &= state_.equal(target, shift);
       }
     }
     fresh(args.dir + "/async.h5");
@@ -271,8 +235,8 @@ int main(int argc, char** argv) {
     std::printf(
         "h5dcp-gpu-bench: %d ranks on %s, %d x [%lld, %lld] float32 = %.3f GB, %d reps (medians), fsync on, %s, "
         "%s, async checkpoints %s\n",
-        size_, device_.str().c_str(), kTensors, static_cast<long long>(rows), static_cast<long long>(kCols), gb,
-        args.reps, cold ? "loads warm and cold" : "loads warm only",
+        size_, device.str().c_str(), BenchState::kTensors, static_cast<long long>(rows),
+        static_cast<long long>(BenchState::kCols), gb, args.reps, cold ? "loads warm and cold" : "loads warm only",
         correct ? "every load checked: equal" : "LOADS WRONG", async_correct ? "equal" : "NOT EQUAL");
     std::printf("%-34s %10s %10s\n", "case", "seconds", "GB/s");
     for (const auto& [name, v] : t)
@@ -280,18 +244,14 @@ int main(int argc, char** argv) {
     std::printf("step's compute: %d matrix products of %.4f s\n", products, product_seconds);
     if (!args.json.empty()) {
       std::ofstream out(args.json);
-      out << "{\n  \"ranks\": " << size_ << ",\n  \"device\": \"" << device_.str() << "\",\n  \"gb\": " << gb
+      out << "{\n  \"ranks\": " << size_ << ",\n  \"device\": \"" << device.str() << "\",\n  \"gb\": " << gb
           << ",\n  \"shard_bytes\": " << per_rank_bytes << ",\n  \"cold\": " << (cold ? "true" : "false")
           << ",\n  \"reps\": " << args.reps << ",\n  \"warmup_reps\": " << args.warmup
           << ",\n  \"step_products\": " << products << ",\n  \"product_seconds\": " << product_seconds
           << ",\n  \"correct\": " << (correct ? "true" : "false")
-          << ",\n  \"async_correct\": " << (async_correct ? "true" : "false") << ",\n  \"median_seconds\": {";
-      bool first = true;
-      for (const auto& [name, v] : t) {
-        out << (first ? "\n" : ",\n") << "    \"" << name << "\": " << median(v);
-        first = false;
-      }
-      out << "\n  }\n}\n";
+          << ",\n  \"async_correct\": " << (async_correct ? "true" : "false");
+      h5dcp_bench::json_object(out, "median_seconds", t, [&](const std::vector<double>& v) { out << median(v); });
+      out << "\n}\n";
     }
   }
   h5dcp::finish_async_saves();

@@ -2,7 +2,7 @@
 //
 //   mpiexec -n 2 h5dcp-bench [--gib 1] [--reps 5] [--dir DIR] [--no-cold] [--json FILE] (--help: more)
 //
-// The data is that of the peer benchmark (scripts/dcp_peer_bench.py, PyTorch's
+// The data is that of the peer benchmark (bench/dcp_peer_bench.py, PyTorch's
 // DCP): 4 float32 tensors [rows, 4096], row-sharded over the ranks. One
 // untimed warm-up repetition comes first (--warmup), as for the peers. Every
 // timed save includes making the data durable (fsync). Medians over the
@@ -65,6 +65,7 @@
 #include "bench_hdf5_floor.hpp"
 #include "bench_mpi_timing.hpp"
 #include "bench_posix_baseline.hpp"
+#include "bench_state.hpp"
 #include "bench_transformer.hpp"
 #include "h5dcp/h5dcp.hpp"
 
@@ -106,8 +107,8 @@ struct Args {
   bool baselines_only = false;
 };
 
-constexpr int kTensors = 4;
-constexpr std::int64_t kCols = 4096;
+constexpr int kTensors = h5dcp_bench::BenchState::kTensors;
+constexpr std::int64_t kCols = h5dcp_bench::BenchState::kCols;
 
 int rank_ = 0;
 int size_ = 1;
@@ -136,42 +137,12 @@ std::int64_t added_memory(Fn&& fn) {
   return added;
 }
 
-// The rows of tensor i that `owner` holds, with DCP's values (row + i * 1e6).
-at::Tensor rows_of(std::int64_t rows_per_rank, int owner, int i, bool fill) {
-  if (!fill) return at::zeros({rows_per_rank, kCols}, at::kFloat);
-  return (at::arange(rows_per_rank, at::kFloat).unsqueeze(1) + static_cast<double>(owner * rows_per_rank) + i * 1e6)
-      .expand({rows_per_rank, kCols})
-      .contiguous();
-}
-
-h5dcp::StateDict sharded_state(std::int64_t rows, int shift, bool fill) {
-  const auto per_rank = rows / size_;
-  const int owner = (rank_ + shift) % size_;
-  h5dcp::StateDict sd;
-  for (int i = 0; i < kTensors; ++i)
-    sd["layer" + std::to_string(i) + ".weight"] =
-        h5dcp::ShardedTensor({rows, kCols}, {h5dcp::Shard{rows_of(per_rank, owner, i, fill), {owner * per_rank, 0}}});
-  return sd;
-}
-
 // Names the case whose save comes next in H5DCP_TRACE's step lines (stderr,
 // rank 0), so that the report attributes each save's steps to its case.
 void mark(const char* name, int rep) {
   if (rank_ != 0) return;
   std::fprintf(stderr, "[h5dcp-bench case] %s rep %d\n", name, rep);
   std::fflush(stderr);
-}
-
-bool check(const h5dcp::StateDict& sd, std::int64_t rows, int shift) {
-  const auto per_rank = rows / size_;
-  const int owner = (rank_ + shift) % size_;
-  int ok = 1;
-  for (int i = 0; i < kTensors; ++i) {
-    const auto& s = std::get<h5dcp::ShardedTensor>(sd.at("layer" + std::to_string(i) + ".weight"));
-    ok &= at::equal(s.local_shards()[0].tensor, rows_of(per_rank, owner, i, true)) ? 1 : 0;
-  }
-  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return ok == 1;
 }
 
 // This rank's bytes of `sd` at the file offsets of h5dcp's datasets (the
@@ -219,13 +190,10 @@ bool check_small(const h5dcp::StateDict& sd) {
 void raw_write(const std::string& path, const h5dcp::StateDict& sd, std::int64_t rows, bool collective) {
   MPI_File file;
   MPI_File_open(MPI_COMM_WORLD, path.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
-  const auto tensor_bytes = rows * kCols * 4;
-  for (int i = 0; i < kTensors; ++i) {
-    const auto& shard =
-        std::get<h5dcp::ShardedTensor>(sd.at("layer" + std::to_string(i) + ".weight")).local_shards()[0];
-    const auto* data = static_cast<const char*>(shard.tensor.data_ptr());
-    std::int64_t left = shard.tensor.numel() * 4;
-    MPI_Offset offset = i * tensor_bytes + shard.offsets[0] * kCols * 4;
+  for (const auto& range : file_ranges(sd, rows)) {
+    const auto* data = static_cast<const char*>(range.data);
+    std::int64_t left = range.bytes;
+    MPI_Offset offset = range.offset;
     // Collective calls in pieces of at most 1 GiB (MPI counts are int); the
     // same number of calls on every rank.
     std::int64_t calls = (left + (1 << 30) - 1) >> 30;
@@ -254,7 +222,8 @@ void raw_write(const std::string& path, const h5dcp::StateDict& sd, std::int64_t
 // case's. The loads read the file the "save" case leaves (run it first).
 // Rank 0 writes {"memory_case", "added_bytes" (largest over the ranks),
 // "shard_bytes", "staging_bytes", "correct"} to `json`.
-int memory_only(const Args& args, std::int64_t rows, const h5dcp::StateDict& saved, std::int64_t shard_bytes) {
+int memory_only(const Args& args, const h5dcp_bench::BenchState& state, const h5dcp::StateDict& saved) {
+  const auto shard_bytes = state.shard_bytes();
   const std::string path = args.dir + "/memory.h5";
   const std::string& which = args.memory_case;
   std::int64_t added = 0;
@@ -273,15 +242,15 @@ int memory_only(const Args& args, std::int64_t rows, const h5dcp::StateDict& sav
     async_save();
     added = added_memory(async_save);
     staging = h5dcp::last_async_save_stats().staging_bytes;
-    auto back = sharded_state(rows, 0, false);
+    auto back = state.make(0, false);
     h5dcp::load(back, async_path);
-    correct = check(back, rows, 0);
+    correct = state.equal(back, 0);
     fresh(async_path);
   } else if (which == "load" || which == "reshard") {
     const int shift = which == "reshard" && size_ > 1 ? 1 : 0;
-    auto targets = sharded_state(rows, shift, false);
+    auto targets = state.make(shift, false);
     added = added_memory([&] { h5dcp::load(targets, path); });
-    correct = check(targets, rows, shift);
+    correct = state.equal(targets, shift);
   } else {
     if (rank_ == 0) std::fprintf(stderr, "h5dcp-bench: --memory-only takes save, async, load or reshard\n");
     return 2;
@@ -373,15 +342,15 @@ int main(int argc, char** argv) {
   if (rank_ == 0) std::filesystem::create_directories(args.dir);
   const bool cold = args.cold && h5dcp_bench::can_drop_caches();
 
-  std::int64_t rows = static_cast<std::int64_t>(args.gib * (1 << 30) / 4 / kTensors / kCols);
-  rows -= rows % size_;
-  const double gb = static_cast<double>(rows) * kCols * 4 * kTensors / 1e9;
-  const auto per_rank_bytes = rows / size_ * kCols * 4 * kTensors;
+  const h5dcp_bench::BenchState state{h5dcp_bench::BenchState::rows_for(args.gib, size_), rank_, size_};
+  const auto rows = state.rows;
+  const double gb = state.gb();
+  const auto per_rank_bytes = state.shard_bytes();
   const std::string ckpt = args.dir + "/ckpt.h5";
 
-  auto saved = sharded_state(rows, 0, true);
+  auto saved = state.make(0, true);
   if (!args.memory_case.empty()) {  // before anything else is allocated
-    const int rc = memory_only(args, rows, saved, per_rank_bytes);
+    const int rc = memory_only(args, state, saved);
     h5dcp::finish_async_saves();
     MPI_Finalize();
     return rc;
@@ -394,8 +363,7 @@ int main(int argc, char** argv) {
   // The floor's copy: this rank's shards, one after another, into `target`.
   const auto copy_shards_into = [&](at::Tensor& target) {
     std::int64_t offset = 0;
-    for (const auto& [name, value] : saved) {
-      const auto& shard = std::get<h5dcp::ShardedTensor>(value).local_shards()[0].tensor;
+    for (const auto& shard : h5dcp_bench::local_shards(saved)) {
       target.narrow(0, offset, shard.numel()).copy_(shard.reshape({-1}));
       offset += shard.numel();
     }
@@ -403,8 +371,7 @@ int main(int argc, char** argv) {
   // What a training step leaves behind before a checkpoint: its parameters
   // and optimizer state just written (here times 1: the same bits).
   const auto write_shards_in_place = [&] {
-    for (auto& entry : saved)
-      static_cast<void>(std::get<h5dcp::ShardedTensor>(entry.second).local_shards()[0].tensor.mul_(1));
+    for (const auto& shard : h5dcp_bench::local_shards(saved)) static_cast<void>(shard.mul_(1));
   };
   h5dcp::AsyncSaveOptions async_options;
   async_options.staging_bytes = args.staging_mib > 0 ? args.staging_mib << 20 : per_rank_bytes;
@@ -419,7 +386,8 @@ int main(int argc, char** argv) {
   const auto small = small_state(args.small_count, small_elems, true);
   std::int64_t large_rows = static_cast<std::int64_t>(args.small_count) * small_elems / kTensors / kCols;
   large_rows = std::max<std::int64_t>(size_, large_rows - large_rows % size_);
-  auto large = sharded_state(large_rows, 0, true);
+  const h5dcp_bench::BenchState large_state{large_rows, rank_, size_};
+  auto large = large_state.make(0, true);
   const bool with_transformer = args.transformer.layers > 0;
   const auto transformer =
       with_transformer ? h5dcp_bench::transformer_state(args.transformer, rank_, size_, true) : h5dcp::StateDict{};
@@ -465,11 +433,10 @@ int main(int argc, char** argv) {
   bool async_correct = true;
   std::optional<h5dcp::StateDict> async_back;
   const auto read_back_async = [&](const std::string& path) {
-    if (!async_back) async_back = sharded_state(rows, 0, false);
-    for (auto& entry : *async_back)
-      static_cast<void>(std::get<h5dcp::ShardedTensor>(entry.second).local_shards()[0].tensor.zero_());
+    if (!async_back) async_back = state.make(0, false);
+    for (const auto& shard : h5dcp_bench::local_shards(*async_back)) static_cast<void>(shard.zero_());
     h5dcp::load(*async_back, path);
-    async_correct &= check(*async_back, rows, 0);
+    async_correct &= state.equal(*async_back, 0);
   };
   // The transformer case: a save, then loads warm and cold, each checked; the
   // same steps as the peer's case, as what a save follows costs it (memory
@@ -606,9 +573,9 @@ int main(int argc, char** argv) {
     if (args.save_only) {
       // Every save read back untimed (the peer's --save-only reads back each of its own too): the
       // figure of a save that wrote wrong bytes is refused by the report.
-      auto back = sharded_state(rows, 0, false);
+      auto back = state.make(0, false);
       h5dcp::load(back, ckpt);
-      correct &= check(back, rows, 0);
+      correct &= state.equal(back, 0);
       continue;
     }
     // Warm: the file the save just wrote is in the page cache; cold: dropped.
@@ -616,21 +583,21 @@ int main(int argc, char** argv) {
       if (drop && !cold) continue;
       const std::string suffix = drop ? "_cold" : "";
       drop_caches(drop);
-      auto same = sharded_state(rows, 0, false);
+      auto same = state.make(0, false);
       watched("load" + suffix, [&] { h5dcp::load(same, ckpt); });
-      correct &= check(same, rows, 0);
+      correct &= state.equal(same, 0);
       drop_caches(drop);
-      auto shifted = sharded_state(rows, size_ > 1 ? 1 : 0, false);
+      auto shifted = state.make(size_ > 1 ? 1 : 0, false);
       watched("reshard" + suffix, [&] { h5dcp::load(shifted, ckpt); });
-      correct &= check(shifted, rows, size_ > 1 ? 1 : 0);
+      correct &= state.equal(shifted, size_ > 1 ? 1 : 0);
     }
     // The read-ahead hints' knob, measured: the cold load without them.
     if (cold) {
       without_read_ahead([&] {
         drop_caches(true);
-        auto same = sharded_state(rows, 0, false);
+        auto same = state.make(0, false);
         t["load_cold_no_readahead"].push_back(timed([&] { h5dcp::load(same, ckpt); }));
-        correct &= check(same, rows, 0);
+        correct &= state.equal(same, 0);
       });
     }
     // The POSIX limits, on the same bytes: h5dcp's tricks, O_DIRECT, reads.
@@ -783,9 +750,9 @@ int main(int argc, char** argv) {
     mark("same bytes in few tensors", rep);
     watched("small_as_large", [&] { h5dcp::save(large, args.dir + "/large.h5"); });
     {  // read back untimed, as every timed save is
-      auto back = sharded_state(large_rows, 0, false);
+      auto back = large_state.make(0, false);
       h5dcp::load(back, args.dir + "/large.h5");
-      correct &= check(back, large_rows, 0);
+      correct &= large_state.equal(back, 0);
     }
     const auto floor_path = args.dir + "/hdf5-floor.h5";
     fresh(floor_path);
@@ -926,26 +893,15 @@ int main(int argc, char** argv) {
           << ",\n  \"staging_bytes\": " << h5dcp::last_async_save_stats().staging_bytes
           << ",\n  \"async_plans\": {\"planned\": " << plan_cache.planned() << ", \"reused\": " << plan_cache.reused()
           << "},\n  \"mpi_io\": \"" << (std::getenv("OMPI_MCA_io") ? std::getenv("OMPI_MCA_io") : "default") << "\"";
-      // One JSON object of `map`'s entries, each value written by `write`.
-      const auto json_object = [&out](const char* name, const auto& map, const auto& write) {
-        out << ",\n  \"" << name << "\": {";
-        bool first = true;
-        for (const auto& [key, v] : map) {
-          out << (first ? "\n" : ",\n") << "    \"" << key << "\": ";
-          write(v);
-          first = false;
-        }
-        out << "\n  }";
-      };
-      json_object("median_seconds", t, [&](const std::vector<double>& v) { out << median(v); });
+      h5dcp_bench::json_object(out, "median_seconds", t, [&](const std::vector<double>& v) { out << median(v); });
       // Every repetition too, in order: the report shows their spread.
-      json_object("seconds", t, [&](const std::vector<double>& v) {
+      h5dcp_bench::json_object(out, "seconds", t, [&](const std::vector<double>& v) {
         out << "[";
         for (std::size_t k = 0; k < v.size(); ++k) out << (k ? ", " : "") << v[k];
         out << "]";
       });
       // What the machine did during each repetition of the watched cases.
-      json_object("conditions", conditions, [&](const std::vector<std::string>& v) {
+      h5dcp_bench::json_object(out, "conditions", conditions, [&](const std::vector<std::string>& v) {
         out << "[";
         for (std::size_t k = 0; k < v.size(); ++k) out << (k ? ",\n      " : "\n      ") << v[k];
         out << "]";
