@@ -36,6 +36,7 @@
 
 #include "bench_mpi_timing.hpp"
 #include "h5dcp/h5dcp.hpp"
+#include "h5dcp/training/device.hpp"
 
 namespace {
 

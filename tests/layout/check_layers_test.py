@@ -2,8 +2,9 @@
 """scripts/check-layers.py passes on the real tree and reports each kind of
 violation planted in a copy of lib/: a lower layer including a higher
 layer's header, a package a layer must not see (directly and through a
-public header), HDF5 in a public header, a folder that is no layer, and a
-public header the umbrella header leaves out."""
+public header), HDF5 in a public header, a folder that is no layer, a
+public header an umbrella header leaves out (h5dcp.hpp, training.hpp), and
+a checkpoint layer including a header of h5dcp::training."""
 import pathlib
 import shutil
 import subprocess
@@ -36,9 +37,11 @@ with tempfile.TemporaryDirectory() as tmp:
     plant(src / "torch" / "host_bytes.cpp", '#include "comm/comm.hpp"')
     plant(src / "comm" / "comm.cpp", "#include <ATen/core/Tensor.h>")
     plant(src / "api" / "save.cpp", "#include <hdf5.h>")
+    plant(src / "comm" / "plain_calls.hpp", '#include "h5dcp/training/device.hpp"')
     plant(root / "lib" / "include" / "h5dcp" / "dtype.hpp", "#include <H5Ppublic.h>")
     (src / "misc").mkdir()
     (root / "lib" / "include" / "h5dcp" / "extra.hpp").write_text("#pragma once\n", encoding="utf-8")
+    (root / "lib" / "include" / "h5dcp" / "training" / "extra.hpp").write_text("#pragma once\n", encoding="utf-8")
     code, out = run(root)
     expected = [
         "lib/src/plan/save_plan.cpp: includes hdf5/handle.hpp, but the plan layer may only include base, plan",
@@ -50,6 +53,9 @@ with tempfile.TemporaryDirectory() as tmp:
         "lib/include/h5dcp/dtype.hpp: public header includes HDF5 (H5Ppublic.h)",
         "lib/src/misc: a folder that is no layer",
         "lib/include/h5dcp/h5dcp.hpp: the umbrella header leaves out h5dcp/extra.hpp",
+        "lib/include/h5dcp/training.hpp: the umbrella header leaves out h5dcp/training/extra.hpp",
+        "lib/src/comm/plain_calls.hpp: includes h5dcp/training/device.hpp, but the comm layer must not use "
+        "h5dcp::training",
     ]
     assert code == 1, f"violations passed the checker (exit {code}):\n{out}"
     missing = [line for line in expected if line not in out]
