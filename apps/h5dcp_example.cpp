@@ -17,8 +17,8 @@
 #include <cstring>
 #include <string>
 
-#include "h5dcp/device.hpp"
 #include "h5dcp/h5dcp.hpp"
+#include "h5dcp/training/device.hpp"
 
 namespace {
 

@@ -46,10 +46,10 @@
 #include <vector>
 
 #include "h5dcp/checkpoint_manager.hpp"
-#include "h5dcp/device.hpp"
 #include "h5dcp/h5dcp.hpp"
 #include "h5dcp/module.hpp"
 #include "h5dcp/optimizer.hpp"
+#include "h5dcp/training/device.hpp"
 
 namespace {
 

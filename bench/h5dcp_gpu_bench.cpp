@@ -37,6 +37,7 @@
 #include "bench_mpi_timing.hpp"
 #include "bench_state.hpp"
 #include "h5dcp/h5dcp.hpp"
+#include "h5dcp/training/device.hpp"
 
 namespace {
 

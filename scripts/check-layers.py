@@ -2,8 +2,10 @@
 """Checks the layering of lib/ (docs/ARCHITECTURE.md): which project layers
 and which packages (MPI, HDF5, LibTorch, xxHash) each folder of lib/src may
 include, directly or through a public header, that no public header
-includes HDF5 or an internal header, and that the umbrella header h5dcp.hpp
-includes every public header. The build already fails when a layer
+includes HDF5 or an internal header, and that the umbrella headers include
+every public header: h5dcp.hpp the checkpoint library's, training.hpp those
+of h5dcp/training/ (the library h5dcp::training, on top of h5dcp, which
+only the training layer and the training headers may include). The build already fails when a layer
 includes a package it does not link (one object library per layer); this
 also catches includes of a higher layer's own headers, which compile.
 
@@ -22,16 +24,16 @@ LAYERS = {
     "comm": {"base", "comm"},
     "hdf5": {"base", "plan", "storage", "comm", "hdf5"},
     "torch": {"base", "plan", "torch"},
-    "dist": {"base", "plan", "comm", "torch", "dist"},
+    "training": {"base", "plan", "comm", "torch", "training"},
     "api": {"base", "plan", "storage", "formats", "comm", "hdf5", "torch", "api"},
     "interop": {"base", "plan", "storage", "formats", "comm", "hdf5", "torch", "api", "interop"},
     "manager": {"base", "plan", "storage", "comm", "api", "manager"},
 }
 # Package -> the layers that may see it (directly or through public headers).
 PACKAGES = {
-    "mpi": {"comm", "hdf5", "torch", "dist", "api", "interop", "manager"},
+    "mpi": {"comm", "hdf5", "torch", "training", "api", "interop", "manager"},
     "hdf5": {"hdf5"},
-    "torch": {"torch", "dist", "api", "interop", "manager"},
+    "torch": {"torch", "training", "api", "interop", "manager"},
     "xxhash": {"base"},
 }
 # (package, layer) pairs seen only through public headers, never included:
@@ -82,21 +84,26 @@ def main(repo):
         public_packages[name] = found
         return found
 
-    for header in sorted(public.glob("*.hpp")):
+    for header in sorted(public.rglob("*.hpp")):
+        name = header.relative_to(public).as_posix()
         for kind, inc in includes(header):
-            where = f"lib/include/h5dcp/{header.name}"
+            where = f"lib/include/h5dcp/{name}"
             if package_of(inc) == "hdf5":
                 problems.append(f"{where}: public header includes HDF5 ({inc}): HDF5 types stay inside lib/src/hdf5")
             if kind == '"' and not inc.startswith("h5dcp/"):
                 problems.append(f"{where}: public header includes the internal header {inc}")
+            if inc.startswith("h5dcp/training") and not name.startswith("training"):
+                problems.append(f"{where}: a checkpoint header includes {inc} (h5dcp::training is on top of h5dcp)")
 
-    # The umbrella header is the one include a user needs: it has them all.
-    umbrella = public / "h5dcp.hpp"
-    in_umbrella = {inc[6:] for _, inc in includes(umbrella) if inc.startswith("h5dcp/")}
-    for header in sorted(public.glob("*.hpp*")):
-        name = header.name.removesuffix(".in")
-        if name != "h5dcp.hpp" and name not in in_umbrella:
-            problems.append(f"lib/include/h5dcp/h5dcp.hpp: the umbrella header leaves out h5dcp/{name}")
+    # An umbrella header is the one include a user of its library needs: it
+    # has them all (h5dcp.hpp: the checkpoint library; training.hpp: training/).
+    for umbrella_name, pattern in (("h5dcp.hpp", "*.hpp*"), ("training.hpp", "training/*.hpp")):
+        umbrella = public / umbrella_name
+        in_umbrella = {inc[6:] for _, inc in includes(umbrella) if inc.startswith("h5dcp/")}
+        for header in sorted(public.glob(pattern)):
+            name = header.relative_to(public).as_posix().removesuffix(".in")
+            if name not in ("h5dcp.hpp", "training.hpp") and name not in in_umbrella:
+                problems.append(f"lib/include/h5dcp/{umbrella_name}: the umbrella header leaves out h5dcp/{name}")
 
     folders = sorted(p.name for p in src.iterdir() if p.is_dir())
     for folder in folders:
@@ -114,6 +121,8 @@ def main(repo):
                     if layer not in PACKAGES[pkg] or (pkg, layer) in THROUGH_PUBLIC_ONLY:
                         problems.append(f"{where}: includes {inc}, but the {layer} layer must not see {pkg}")
                     continue
+                if inc.startswith("h5dcp/training") and "training" not in allowed:
+                    problems.append(f"{where}: includes {inc}, but the {layer} layer must not use h5dcp::training")
                 if inc.startswith("h5dcp/"):
                     for pkg in sorted(packages_of_public(inc[6:])):
                         if layer not in PACKAGES[pkg]:

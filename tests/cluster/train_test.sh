@@ -14,7 +14,7 @@
 #     one, 2 and 3 on the other, node-local ranks 0 and 1 on each (local size 2),
 #     and the GPUs Slurm gave each node (CUDA_VISIBLE_DEVICES=0,1): each runs on
 #     "cpu (no GPU visible with CUDA_VISIBLE_DEVICES='0,1')" and, with
-#     H5DCP_TEST_CUDA_DEVICE_COUNT=2 (set here; h5dcp/device.hpp), names the
+#     H5DCP_TEST_CUDA_DEVICE_COUNT=2 (set here; h5dcp/training/device.hpp), names the
 #     device it would take: "[... would be cuda:L (CUDA_VISIBLE_DEVICES=0,1:
 #     GPU L)]" for local rank L;
 # and finally that cluster.sh down leaves no namespace of the run.

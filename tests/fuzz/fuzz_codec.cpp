@@ -19,7 +19,7 @@
 #include "formats/torch_save_index.hpp"
 #include "h5dcp/error.hpp"
 #include "plan/codec.hpp"
-#include "plan/param_agreement.hpp"
+#include "training/param_agreement.hpp"
 
 namespace {
 

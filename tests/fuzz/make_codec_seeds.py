@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the codec fuzz target: valid messages of each
 decoder in lib/src/plan/codec.cpp, lib/src/formats/torch_save_index.cpp and
-lib/src/plan/param_agreement.cpp,
+lib/src/training/param_agreement.cpp,
 in their encoding (lib/src/base/byte_codec.hpp: little-endian fixed-width
 integers; strings and int64 lists prefixed with a uint64 count), each after
 the byte that picks the decoder. Plain Python, no dependencies.

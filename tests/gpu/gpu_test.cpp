@@ -34,6 +34,7 @@
 #include "h5dcp/h5dcp.hpp"
 #include "h5dcp/module.hpp"
 #include "h5dcp/optimizer.hpp"
+#include "h5dcp/training.hpp"
 #include "test_support.hpp"
 
 namespace h5dcp {

@@ -3,7 +3,8 @@
 violation planted in a copy of lib/: a lower layer including a higher
 layer's header, a package a layer must not see (directly and through a
 public header; LibTorch in formats/), HDF5 in a public header, a folder
-that is no layer, and a public header the umbrella header leaves out."""
+that is no layer, a public header an umbrella header leaves out (h5dcp.hpp,
+training.hpp), and a checkpoint layer including a header of h5dcp::training."""
 import pathlib
 import shutil
 import subprocess
@@ -39,9 +40,11 @@ with tempfile.TemporaryDirectory() as tmp:
     plant(src / "formats" / "pickle_value.cpp", "#include <torch/torch.h>")
     plant(src / "formats" / "zip_writer.cpp", '#include "h5dcp/state_dict.hpp"')
     plant(src / "formats" / "dcp_metadata.cpp", '#include "interop/source_files.hpp"')
+    plant(src / "comm" / "plain_calls.hpp", '#include "h5dcp/training/device.hpp"')
     plant(root / "lib" / "include" / "h5dcp" / "dtype.hpp", "#include <H5Ppublic.h>")
     (src / "misc").mkdir()
     (root / "lib" / "include" / "h5dcp" / "extra.hpp").write_text("#pragma once\n", encoding="utf-8")
+    (root / "lib" / "include" / "h5dcp" / "training" / "extra.hpp").write_text("#pragma once\n", encoding="utf-8")
     code, out = run(root)
     expected = [
         "lib/src/plan/save_plan.cpp: includes hdf5/handle.hpp, but the plan layer may only include base, plan",
@@ -56,6 +59,9 @@ with tempfile.TemporaryDirectory() as tmp:
         "lib/include/h5dcp/dtype.hpp: public header includes HDF5 (H5Ppublic.h)",
         "lib/src/misc: a folder that is no layer",
         "lib/include/h5dcp/h5dcp.hpp: the umbrella header leaves out h5dcp/extra.hpp",
+        "lib/include/h5dcp/training.hpp: the umbrella header leaves out h5dcp/training/extra.hpp",
+        "lib/src/comm/plain_calls.hpp: includes h5dcp/training/device.hpp, but the comm layer must not use "
+        "h5dcp::training",
     ]
     assert code == 1, f"violations passed the checker (exit {code}):\n{out}"
     missing = [line for line in expected if line not in out]

@@ -9,9 +9,9 @@
 #include <set>
 #include <string>
 
-#include "h5dcp/device.hpp"
 #include "h5dcp/error.hpp"
-#include "h5dcp/module_sync.hpp"
+#include "h5dcp/training/device.hpp"
+#include "h5dcp/training/module_sync.hpp"
 #include "test_support.hpp"
 
 namespace h5dcp {

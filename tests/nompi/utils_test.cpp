@@ -11,10 +11,10 @@
 
 #include "h5dcp/async_save.hpp"
 #include "h5dcp/checkpoint.hpp"
-#include "h5dcp/device.hpp"
 #include "h5dcp/error.hpp"
-#include "h5dcp/module_sync.hpp"
-#include "h5dcp/utils.hpp"
+#include "h5dcp/training/device.hpp"
+#include "h5dcp/training/module_sync.hpp"
+#include "h5dcp/training/utils.hpp"
 #include "test_support.hpp"
 
 namespace h5dcp {

@@ -26,7 +26,7 @@ import sys
 import tempfile
 
 COVERED = ["lib/src", "lib/include/h5dcp", "tests/reliability", "tests/hostile"]
-EXCLUDED = ["lib/src/dist"]
+EXCLUDED = ["lib/src/training"]
 # Python's byte-code caches appear beside the scripts when they run.
 SKIPPED_DIRS = {"__pycache__"}
 REGENERATE = "scripts/reliability.sh (about 35 minutes; it rewrites docs/RELIABILITY.md)"
@@ -104,7 +104,7 @@ def self_test(root):
         first = run()
         assert first.returncode == 0, "a current report failed the check:\n" + first.stdout
         # Outside the sources: a training utility, a byte-code cache.
-        for extra in ("lib/src/dist/extra.cpp", "tests/reliability/__pycache__/x.pyc"):
+        for extra in ("lib/src/training/extra.cpp", "tests/reliability/__pycache__/x.pyc"):
             os.makedirs(os.path.dirname(os.path.join(tmp, extra)), exist_ok=True)
             with open(os.path.join(tmp, extra), "w") as f:
                 f.write("// not covered\n")
@@ -117,7 +117,7 @@ def self_test(root):
         stale = run()
         assert stale.returncode == 1 and "is stale" in stale.stdout and "scripts/reliability.sh" in stale.stdout, (
             "a change to %s passed the check (exit %d):\n%s" % (changed, stale.returncode, stale.stdout))
-    print("self-test: the check passes on a current report, ignores lib/src/dist and byte-code caches, and fails "
+    print("self-test: the check passes on a current report, ignores lib/src/training and byte-code caches, and fails "
           "when %s changes" % changed)
 
 

@@ -3,9 +3,9 @@
 
 #include <gtest/gtest.h>
 
-#include "dist/device_simulation.hpp"
-#include "h5dcp/device.hpp"
 #include "h5dcp/error.hpp"
+#include "h5dcp/training/device.hpp"
+#include "training/device_simulation.hpp"
 
 namespace h5dcp {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "h5dcp/error.hpp"
-#include "plan/param_agreement.hpp"
+#include "training/param_agreement.hpp"
 
 namespace h5dcp::detail {
 namespace {

@@ -73,8 +73,8 @@ void require_thread_multiple(const std::string& what) {
                      "caller does): initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
 }
 
-NodeLocalRank node_placement(MPI_Comm comm) {
-  NodeLocalRank local;
+NodePlacement node_placement(MPI_Comm comm) {
+  NodePlacement local;
   if (!mpi_is_active()) {
     local.node = host_name();
     return local;

@@ -10,8 +10,6 @@
 #include <cstddef>
 #include <string>
 
-#include "h5dcp/device.hpp"
-
 namespace h5dcp::detail {
 
 /// The rank of this process in `comm`. Not collective.
@@ -29,9 +27,17 @@ void broadcast_raw_bytes(void* data, std::size_t bytes, int root, MPI_Comm comm)
 /// Not collective.
 void require_thread_multiple(const std::string& what);
 
-/// Where this rank runs (h5dcp::node_local_rank's MPI calls:
-/// MPI_Comm_split_type on a duplicate of `comm`). Collective over `comm`
-/// when MPI is active.
-NodeLocalRank node_placement(MPI_Comm comm);
+/// Where this rank runs: its rank among the processes of `comm` on its node,
+/// their number and the node's name.
+struct NodePlacement {
+  int rank = 0;
+  int size = 1;
+  std::string node;
+};
+
+/// This rank's NodePlacement (the MPI calls of the training library's
+/// node_local_rank: MPI_Comm_split_type on a duplicate of `comm`).
+/// Collective over `comm` when MPI is active.
+NodePlacement node_placement(MPI_Comm comm);
 
 }  // namespace h5dcp::detail

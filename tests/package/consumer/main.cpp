@@ -1,11 +1,13 @@
 // Uses only the installed public headers: saves a row-sharded tensor from
-// every rank and loads it back whole.
+// every rank and loads it back whole; and, from h5dcp::training, the device
+// a rank without GPUs gets (the CPU).
 #include <ATen/ATen.h>
 #include <mpi.h>
 
 #include <cstdio>
 
 #include <h5dcp/h5dcp.hpp>
+#include <h5dcp/training.hpp>
 
 int main(int argc, char** argv) {
   h5dcp::prefer_romio_io_component();
@@ -22,7 +24,8 @@ int main(int argc, char** argv) {
     h5dcp::save(sd, argv[1]);
     h5dcp::StateDict back{{"w", at::zeros_like(full)}};
     h5dcp::load(back, argv[1]);
-    ok = at::equal(std::get<at::Tensor>(back.at("w")), full) ? 1 : 0;
+    ok = at::equal(std::get<at::Tensor>(back.at("w")), full) &&
+         h5dcp::choose_device(rank, size, 0, {}).device() == "cpu";
   } catch (const h5dcp::Error& e) {
     std::fprintf(stderr, "consumer: %s\n", e.what());
   }

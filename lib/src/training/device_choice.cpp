@@ -1,14 +1,14 @@
 // Rank -> device: the pure decision (no MPI, no LibTorch, no I/O) and the
-// environment it reads. The rule is documented in h5dcp/device.hpp.
+// environment it reads. The rule is documented in h5dcp/training/device.hpp.
 
 #include <algorithm>
 #include <optional>
 #include <string_view>
 #include <utility>
 
-#include "dist/device_simulation.hpp"
-#include "h5dcp/device.hpp"
 #include "h5dcp/error.hpp"
+#include "h5dcp/training/device.hpp"
+#include "training/device_simulation.hpp"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX declares it nowhere else
 

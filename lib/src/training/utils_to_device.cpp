@@ -7,7 +7,7 @@
 #include <string>
 
 #include "h5dcp/error.hpp"
-#include "h5dcp/utils.hpp"
+#include "h5dcp/training/utils.hpp"
 #include "torch/nested_apply.hpp"
 
 // H5DCP_WITH_CUDA is set by cmake/H5dcpCuda.cmake when the LibTorch found

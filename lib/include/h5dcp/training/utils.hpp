@@ -3,7 +3,7 @@
 // LibTorch: tensors in nested containers (apply, cast, move), key prefixes,
 // and storage release. None of these is collective. The collective ones
 // (broadcasting a module's states, checking parameter shapes across ranks)
-// are in h5dcp/module_sync.hpp; the rank -> GPU mapping in h5dcp/device.hpp.
+// are in h5dcp/training/module_sync.hpp; the rank -> GPU mapping in h5dcp/training/device.hpp.
 //
 // "Nested containers" are of two families:
 // - h5dcp's state dicts: StateValue / StateDict / StateList, to any depth.
@@ -13,7 +13,7 @@
 // - c10::IValue, what LibTorch's (TorchScript) modules take as forward
 //   inputs: tensors, tensor lists, generic lists, tuples (named ones keep
 //   their type), dicts (values only; keys are left alone) and script objects
-//   (their attributes, on a shallow copy: the seeds' dataclass case), to any
+//   (their attributes, on a shallow copy: PyTorch's dataclass case), to any
 //   depth. Other values are returned as they are.
 // The result is a new container; tensors `fn` returns unchanged stay shared.
 
@@ -42,7 +42,7 @@ using TensorFn = std::function<at::Tensor(const at::Tensor&)>;
 /// LibTorch's forward keyword arguments (torch::jit::Kwargs).
 using IValueKwargs = std::unordered_map<std::string, c10::IValue>;
 
-// --- apply a function to every tensor (the seeds' _apply_to_tensors) --------
+// --- apply a function to every tensor (torch.distributed.utils._apply_to_tensors) ---
 
 /// A copy of the nest with `fn(t)` in place of every tensor `t` (see the top
 /// of this header for what counts). Not collective. Whatever `fn` throws
@@ -55,7 +55,7 @@ c10::IValue apply_to_tensors(const c10::IValue& value, const TensorFn& fn);
 std::vector<c10::IValue> apply_to_tensors(const std::vector<c10::IValue>& inputs, const TensorFn& fn);
 IValueKwargs apply_to_tensors(const IValueKwargs& kwargs, const TensorFn& fn);
 
-// --- cast floating forward inputs (the seeds' _cast_forward_inputs) ---------
+// --- cast floating forward inputs (torch.distributed.utils._cast_forward_inputs) ---
 
 /// `tensor` cast to `dtype` when it is floating (float64/32/16, bfloat16) and
 /// not already `dtype`; the same tensor otherwise (integers, bools, complex).
@@ -74,7 +74,7 @@ std::vector<c10::IValue> cast_forward_inputs(std::optional<at::ScalarType> dtype
 IValueKwargs cast_forward_inputs(std::optional<at::ScalarType> dtype, const IValueKwargs& kwargs);
 StateDict cast_forward_inputs(std::optional<at::ScalarType> dtype, const StateDict& inputs);
 
-// --- move nested tensors to a device (the seeds' _recursive_to) -------------
+// --- move nested tensors to a device (torch.distributed.utils._recursive_to) ---
 
 /// A copy of the nest with every tensor on `device`. Tensors already there
 /// are kept (shared, not copied); others are copied with Tensor::to.
@@ -96,7 +96,7 @@ std::vector<c10::IValue> recursive_to(const std::vector<c10::IValue>& inputs, c1
                                       bool use_side_stream = true);
 IValueKwargs recursive_to(const IValueKwargs& kwargs, c10::Device device, bool use_side_stream = true);
 
-// --- rename key prefixes (the seeds' _replace_by_prefix) --------------------
+// --- rename key prefixes (torch.distributed.utils._replace_by_prefix) -------
 
 /// Renames, in place, every key that starts with `old_prefix` to
 /// `new_prefix` + the rest of the key: e.g. "module." -> "" strips what
@@ -129,7 +129,7 @@ void replace_by_prefix(torch::OrderedDict<std::string, at::Tensor>& tensors, std
 /// container must go).
 void replace_fqn_prefix(StateDict& state_dict, std::string_view old_prefix, std::string_view new_prefix);
 
-// --- storage release (the seeds' _free_storage / _alloc_storage) -----------
+// --- storage release (torch.distributed.utils._free_storage / _alloc_storage) ---
 //
 // They make sense in LibTorch for the same reason as in PyTorch's FSDP: an
 // at::Tensor handle is shared (by the module that registered it, by an
@@ -155,7 +155,7 @@ bool free_storage(const at::Tensor& tensor);
 /// size (free it first) or cannot be resized.
 bool alloc_storage(const at::Tensor& tensor, at::IntArrayRef size);
 
-/// True when `tensor`'s storage has memory (the seeds' _data_ptr_allocated).
+/// True when `tensor`'s storage has memory (torch.distributed.utils._data_ptr_allocated).
 /// Not collective.
 bool storage_allocated(const at::Tensor& tensor);
 

@@ -6,15 +6,19 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "comm/comm.hpp"
 #include "comm/plain_calls.hpp"
-#include "dist/device_simulation.hpp"
-#include "h5dcp/device.hpp"
+#include "h5dcp/training/device.hpp"
+#include "training/device_simulation.hpp"
 
 namespace h5dcp {
 
-NodeLocalRank node_local_rank(MPI_Comm comm) { return detail::node_placement(comm); }
+NodeLocalRank node_local_rank(MPI_Comm comm) {
+  auto placement = detail::node_placement(comm);
+  return {placement.rank, placement.size, std::move(placement.node)};
+}
 
 std::vector<std::string> gather_device_descriptions(const DeviceAssignment& assignment, MPI_Comm comm) {
   const detail::Comm dup(comm);

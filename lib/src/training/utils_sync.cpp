@@ -9,9 +9,9 @@
 
 #include "base/exception_text.hpp"
 #include "comm/plain_calls.hpp"
-#include "dist/module_sync_internal.hpp"
 #include "h5dcp/error.hpp"
 #include "plan/broadcast_buckets.hpp"
+#include "training/module_sync_internal.hpp"
 
 namespace h5dcp {
 namespace {

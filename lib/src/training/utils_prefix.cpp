@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "h5dcp/error.hpp"
-#include "h5dcp/utils.hpp"
+#include "h5dcp/training/utils.hpp"
 
 namespace h5dcp {
 namespace {

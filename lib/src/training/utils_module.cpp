@@ -1,10 +1,10 @@
-// The torch::nn::Module overloads of h5dcp/module_sync.hpp: a module's named
+// The torch::nn::Module overloads of h5dcp/training/module_sync.hpp: a module's named
 // parameters and buffers, handed to the tensor versions. The only file of
 // these utilities that pays for <torch/nn/module.h>.
 
 #include <torch/nn/module.h>
 
-#include "dist/module_sync_internal.hpp"
+#include "training/module_sync_internal.hpp"
 
 namespace h5dcp {
 namespace {

@@ -1,4 +1,4 @@
-#include "plan/param_agreement.hpp"
+#include "training/param_agreement.hpp"
 
 #include <algorithm>
 #include <map>

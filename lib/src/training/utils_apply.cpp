@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "h5dcp/error.hpp"
-#include "h5dcp/utils.hpp"
+#include "h5dcp/training/utils.hpp"
 #include "torch/nested_apply.hpp"
 
 namespace h5dcp {
@@ -97,7 +97,7 @@ c10::IValue apply_ivalue(const c10::IValue& value, const TensorFn& fn) {
     return out;
   }
   if (value.isObject()) {
-    // A shallow copy with its attributes replaced: the seeds' dataclasses.
+    // A shallow copy with its attributes replaced: torch.distributed.utils' dataclass case.
     auto object = value.toObjectRef().copy();
     for (std::size_t slot = 0; slot < object->slots().size(); ++slot)
       object->setSlot(slot, apply_ivalue(object->getSlot(slot), fn));

@@ -1,5 +1,5 @@
 #pragma once
-// Collective utilities over a module's tensors (the seeds'
+// Collective utilities over a module's tensors (PyTorch's torch.distributed.utils
 // _sync_module_states and _verify_param_shape_across_processes), over MPI.
 //
 // Call-order rule: every function here except plan_broadcast_buckets is

@@ -7,10 +7,10 @@
 #include <set>
 
 #include "base/byte_codec.hpp"
-#include "dist/module_sync_internal.hpp"
 #include "h5dcp/error.hpp"
-#include "plan/param_agreement.hpp"
 #include "torch/dtype_mapping.hpp"
+#include "training/module_sync_internal.hpp"
+#include "training/param_agreement.hpp"
 
 namespace h5dcp {
 namespace detail {

@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include "h5dcp/device.hpp"
+#include "h5dcp/training/device.hpp"
 
 namespace h5dcp::detail {
 

@@ -1,5 +1,5 @@
 #pragma once
-// What the Module overloads of h5dcp/module_sync.hpp share with the tensor
+// What the Module overloads of h5dcp/training/module_sync.hpp share with the tensor
 // versions: checks and broadcasts of named tensors.
 
 #include <cstddef>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
-#include "h5dcp/module_sync.hpp"
+#include "h5dcp/training/module_sync.hpp"
 
 namespace h5dcp::detail {
 

@@ -1,5 +1,5 @@
 // free_storage / alloc_storage: releasing and restoring a tensor's memory
-// while every holder keeps the same tensor (see h5dcp/utils.hpp for why).
+// while every holder keeps the same tensor (see h5dcp/training/utils.hpp for why).
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "h5dcp/error.hpp"
-#include "h5dcp/utils.hpp"
+#include "h5dcp/training/utils.hpp"
 
 namespace h5dcp {
 namespace {
