@@ -81,7 +81,7 @@ TEST_F(Failures, ARankThatThrowsWhileWriting) {
   for (const auto mode : {IoMode::Collective, IoMode::Independent}) {
     auto sd = newer();
     InjectFault fault("save:write@" + std::to_string(bad));
-    const auto e = expect_checkpoint_error([&] { save(sd, path_, SaveOptions{0, mode}); });
+    const auto e = expect_checkpoint_error([&] { save(sd, path_, SaveOptions{{0}, mode}); });
     EXPECT_EQ(e.step(), "save:write");
     ASSERT_EQ(e.failures().size(), 1u) << e.what();
     EXPECT_NE(e.failures().at(bad).find("injected fault at save:write on rank " + std::to_string(bad)),
@@ -315,7 +315,7 @@ TEST(FullDisk, IsAClearErrorAndLosesNothing) {
     StateDict big{{"w", test::grid_shards(reference_tensor({64, 64}, at::kFloat, 1), size, 1, rank, size)},
                   {"big", test::grid_shards(reference_tensor({1024, 1024}, at::kFloat), size, 1, rank, size)}};
     try {
-      save(big, path, SaveOptions{0, mode});
+      save(big, path, SaveOptions{{0}, mode});
       ADD_FAILURE() << "expected a CheckpointError on rank " << rank;
     } catch (const CheckpointError& e) {
       const std::string m = e.what();

@@ -116,7 +116,7 @@ TEST(InterleavedIo, UnevenInterleavedShardsSurviveEveryByte) {
       StateDict sd{{"interleaved", ShardedTensor({rows, cols}, interleaved_shards(full, grid))}};
       const auto path = dir.file(std::string(grid ? "grid." : "rows.") + c10::toString(dtype) + ".h5");
       const int writes_before = collective_writes;
-      save(sd, path, SaveOptions{0, IoMode::Collective});
+      save(sd, path, SaveOptions{{0}, IoMode::Collective});
       if (grid) {
         EXPECT_GT(collective_writes, writes_before) << "the grid blocks were not written collectively";
       }

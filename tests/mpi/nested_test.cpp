@@ -134,7 +134,7 @@ TEST(Nested, LoadAllBuildsTheWholeStateFromTheFile) {
   value_at(expected, "optim/state/layer 1.weight/exp_avg") = f.moment;
   expect_same_state(whole, expected);
 
-  const auto sharded = load_all(dir.file("all.h5"), LoadAllOptions{0, LoadLayout::ShardedDim0});
+  const auto sharded = load_all(dir.file("all.h5"), LoadAllOptions{{0}, LoadLayout::ShardedDim0});
   const auto& w = std::get<ShardedTensor>(value_at(sharded, "model/layer 1.weight"));
   ASSERT_EQ(w.local_shards().size(), 1u);
   const std::int64_t per_rank = (13 + size - 1) / size;  // torch.chunk

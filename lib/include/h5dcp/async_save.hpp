@@ -1,5 +1,5 @@
 #pragma once
-// Asynchronous saves (the seeds' async_save): the caller blocks only while
+// Asynchronous saves (PyTorch DCP's async_save): the caller blocks only while
 // the save is planned and its blocks are copied into host staging memory;
 // a background thread writes, syncs and publishes the checkpoint. With
 // async_stage_and_save (DCP's async staging) the caller blocks only for the

@@ -30,11 +30,10 @@
 
 #include "h5dcp/options.hpp"
 #include "h5dcp/progress.hpp"
-#include "h5dcp/torch_save.hpp"
 
 namespace h5dcp {
 
-using DcpToCheckpointOptions = TorchSaveToCheckpointOptions;
+using DcpToCheckpointOptions = ImportOptions;
 
 /// Converts the DCP checkpoint directory `src` into the checkpoint `dst`,
 /// every tensor at its global shape and every non-tensor value. Collective
@@ -51,14 +50,13 @@ using DcpToCheckpointOptions = TorchSaveToCheckpointOptions;
 SaveResult dcp_to_checkpoint(const std::string& src, const std::string& dst, const DcpToCheckpointOptions& options = {},
                              MPI_Comm comm = MPI_COMM_WORLD);
 
-struct CheckpointToDcpOptions {
-  int coordinator = 0;  ///< the rank that reads the metadata and writes `.metadata`
+/// The coordinator reads the checkpoint's metadata and writes `.metadata`.
+struct CheckpointToDcpOptions : CollectiveOptions {
   /// Tensors of at least this many bytes are split along dim 0 across the
   /// ranks (DCP chunks of one rank's rows each); smaller ones are written
   /// whole by one rank (the least loaded).
   std::int64_t split_min_bytes = std::int64_t{1} << 20;
-  double timeout_seconds = 0;  ///< as SaveOptions::timeout_seconds
-  ProgressCallback progress;   ///< called on each rank for the blocks it writes
+  ProgressCallback progress;  ///< called on each rank for the blocks it writes
 };
 
 struct DcpExport {

@@ -1,5 +1,5 @@
 #pragma once
-// The checkpoint metadata model (the seeds' metadata.py): what a checkpoint
+// The checkpoint metadata model (PyTorch DCP's metadata.py): what a checkpoint
 // holds, independent of how it is stored. Plain data, no torch, no HDF5.
 
 #include <cstdint>

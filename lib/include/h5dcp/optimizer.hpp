@@ -1,6 +1,6 @@
 #pragma once
 // Optimizers as Statefuls, and loading optimizer state laid out like a
-// sharded model (the seeds' load_sharded_optimizer_state_dict).
+// sharded model (PyTorch DCP's load_sharded_optimizer_state_dict).
 //
 // The state dict of an optimizer keys per-parameter state by the parameter's
 // fully qualified name, not by its index, so it survives reordering and
@@ -66,7 +66,7 @@ class OptimizerState : public Stateful {
 };
 
 /// Loads the optimizer state saved under `optimizer_key` laid out like the
-/// model's sharding on the current ranks (the seeds'
+/// model's sharding on the current ranks (PyTorch DCP's
 /// load_sharded_optimizer_state_dict). `model_state_dict` maps parameter
 /// fqns to the model's tensors as this rank holds them:
 /// - a plain tensor (a replicated parameter): each state tensor of the

@@ -99,7 +99,7 @@ class DefaultLoadPlanner : public LoadPlanner {
   std::map<std::string, Shape> storage_offsets_;
 };
 
-/// The seeds' _ReaderWithOffset: for the fqns in `storage_offsets`, the
+/// PyTorch DCP's _ReaderWithOffset: for the fqns in `storage_offsets`, the
 /// state dict's tensor (plain or sharded, with its own global shape and
 /// offsets) stands for the block of the stored tensor that starts at the
 /// given offset; reads are translated by it. Used to load tensor-parallel

@@ -27,12 +27,12 @@
 
 #include "h5dcp/options.hpp"
 #include "h5dcp/progress.hpp"
-#include "h5dcp/torch_save.hpp"
+#include "h5dcp/state_dict.hpp"
 
 namespace h5dcp {
 
-struct CheckpointToSafetensorsOptions {
-  int coordinator = 0;  ///< the rank that reads the metadata, lays out the files and publishes them
+/// The coordinator reads the metadata, lays out the files and publishes them.
+struct CheckpointToSafetensorsOptions : CollectiveOptions {
   /// Only tensors under this fqn ("model" or "model/"), named relative to it.
   std::string prefix;
   /// Only these tensors, or the tensors under these dicts (fqns as in the
@@ -48,8 +48,7 @@ struct CheckpointToSafetensorsOptions {
   /// Tensors of at least this many bytes are split along dim 0 across the
   /// ranks; smaller ones are written whole by one rank (the least loaded).
   std::int64_t split_min_bytes = std::int64_t{1} << 20;
-  double timeout_seconds = 0;  ///< as SaveOptions::timeout_seconds
-  ProgressCallback progress;   ///< called on each rank for the blocks it writes
+  ProgressCallback progress;  ///< called on each rank for the blocks it writes
 };
 
 struct SafetensorsExport {
@@ -73,7 +72,7 @@ SafetensorsExport checkpoint_to_safetensors(const std::string& src, const std::s
                                             const CheckpointToSafetensorsOptions& options = {},
                                             MPI_Comm comm = MPI_COMM_WORLD);
 
-using SafetensorsToCheckpointOptions = TorchSaveToCheckpointOptions;
+using SafetensorsToCheckpointOptions = ImportOptions;
 
 /// Converts safetensors into the checkpoint `dst`: `src` is a `.safetensors`
 /// file, a `*.safetensors.index.json` with the shards beside it, or a

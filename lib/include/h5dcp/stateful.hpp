@@ -1,6 +1,6 @@
 #pragma once
-// Stateful objects: anything with state_dict() / load_state_dict() (the
-// seeds' Stateful protocol). Put one in a state dict as
+// Stateful objects: anything with state_dict() / load_state_dict() (PyTorch
+// DCP's Stateful protocol). Put one in a state dict as
 // std::shared_ptr<Stateful>: save() saves its state_dict() in its place;
 // load() loads into its state dict for loading and then hands the result to
 // its load_state_dict(). Adapters for torch::nn::Module and

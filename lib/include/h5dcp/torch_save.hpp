@@ -1,6 +1,6 @@
 #pragma once
 // Interop with PyTorch's torch.save files (the zip format of PyTorch >= 1.6),
-// both ways, and loading a torch.save file onto N ranks: the seeds'
+// both ways, and loading a torch.save file onto N ranks: PyTorch DCP's
 // format_utils (dcp_to_torch_save, torch_save_to_dcp,
 // BroadcastingTorchSaveReader + DynamicMetaLoadPlanner).
 //
@@ -55,18 +55,9 @@ StateDict read_torch_save(const std::string& path);
 /// written as Python bytes.
 void write_torch_save(const StateDict& state_dict, const std::string& path);
 
-struct TorchSaveToCheckpointOptions {
-  int coordinator = 0;  ///< the rank that reads data.pkl and plans the save
-  /// Tensors of at least this many bytes are split along dim 0 across the
-  /// ranks (each rank reads and writes its rows); smaller ones, and 0-d or
-  /// empty ones, are written whole by one rank (the least loaded).
-  std::int64_t split_min_bytes = std::int64_t{1} << 20;
-  IoMode io_mode = IoMode::Collective;
-  double timeout_seconds = 0;  ///< as SaveOptions::timeout_seconds
-  ProgressCallback progress;   ///< called on each rank for the tensor blocks it writes
-};
+using TorchSaveToCheckpointOptions = ImportOptions;
 
-/// Converts the torch.save file `src` into the checkpoint `dst` (the seeds'
+/// Converts the torch.save file `src` into the checkpoint `dst` (PyTorch DCP's
 /// torch_save_to_dcp). Collective over `comm` (single process without MPI):
 /// the coordinator reads data.pkl once and shares it; then each rank reads
 /// straight from `src` only the blocks it writes (torch.save stores its
@@ -84,7 +75,7 @@ struct CheckpointToTorchSaveOptions {
   ProgressCallback progress;  ///< called after each tensor is written
 };
 
-/// Converts the checkpoint `src` into the torch.save file `dst` (the seeds'
+/// Converts the checkpoint `src` into the torch.save file `dst` (PyTorch DCP's
 /// dcp_to_torch_save), streaming: data.pkl first (it needs only the
 /// metadata), then each tensor's storage record is written in pieces of
 /// whole rows (at most 64 MiB, or one row where a row is larger), each read
@@ -105,7 +96,7 @@ struct TorchSaveLoadOptions : LoadOptions {
 };
 
 /// Loads the torch.save file `path` into `state_dict`, in place, on every
-/// rank of `comm` (the seeds' BroadcastingTorchSaveReader with
+/// rank of `comm` (PyTorch DCP's BroadcastingTorchSaveReader with
 /// DynamicMetaLoadPlanner, but scattering instead of broadcasting). Collective.
 ///
 /// Only the coordinator opens the file: it reads data.pkl once and shares it,

@@ -1,4 +1,4 @@
-// save(): the seeds' two-phase protocol over MPI and one parallel HDF5 file
+// save(): PyTorch DCP's two-phase protocol over MPI and one parallel HDF5 file
 // (the phases are in api/save_steps.hpp).
 
 #include <ATen/core/Tensor.h>

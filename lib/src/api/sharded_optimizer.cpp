@@ -1,5 +1,5 @@
 // load_sharded_optimizer_state_dict: optimizer state allocated from the
-// checkpoint's metadata and sharded like the model (the seeds' optimizer.py).
+// checkpoint's metadata and sharded like the model (PyTorch DCP's optimizer.py).
 
 #include <ATen/ops/empty.h>
 

@@ -1,6 +1,6 @@
 #pragma once
 // Stateful objects inside a state dict: replaced by their state dicts before
-// a save or a load, and handed the loaded state after a load (the seeds'
+// a save or a load, and handed the loaded state after a load (PyTorch DCP's
 // _stateful_to_state_dict, and the load side of it).
 
 #include <memory>

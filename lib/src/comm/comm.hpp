@@ -1,5 +1,5 @@
 #pragma once
-// The thin MPI layer (the seeds' _DistWrapper): a move-only wrapper over a
+// The thin MPI layer (PyTorch DCP's _DistWrapper): a move-only wrapper over a
 // duplicated communicator, byte collectives, and exception-robust steps.
 //
 // Call-order rule: every member except the accessors is collective; all ranks
@@ -9,7 +9,7 @@
 // step and each failing rank with its message).
 //
 // Without MPI initialized (or after MPI_Finalize) a Comm is a single process
-// of rank 0 and every collective is a local no-op copy, like the seeds'
+// of rank 0 and every collective is a local no-op copy, like PyTorch DCP's
 // no_dist mode. Needs only MPI_THREAD_SINGLE, used from one thread at a time.
 
 #include <mpi.h>

@@ -244,11 +244,11 @@ TorchSaveIndex decode_torch_save_index(std::string_view bytes) {
   ByteReader r(bytes);
   TorchSaveIndex index;
   index.file_size = r.get<std::uint64_t>();
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto fqn = r.get_string();
     index.containers.emplace(std::move(fqn), r.get<ContainerKind>());
   }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto key = r.get_string();
     TorchStorageInfo s;
     s.dtype = r.get<DType>();
@@ -257,7 +257,7 @@ TorchSaveIndex decode_torch_save_index(std::string_view bytes) {
     s.file = r.get<std::uint32_t>();
     index.storages.emplace(std::move(key), s);
   }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto fqn = r.get_string();
     TorchTensorInfo t;
     t.storage = r.get_string();
@@ -267,18 +267,18 @@ TorchSaveIndex decode_torch_save_index(std::string_view bytes) {
     t.strides = r.get_ints();
     index.tensors.emplace(std::move(fqn), std::move(t));
   }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto fqn = r.get_string();
     TorchValueInfo v;
     v.encoding = r.get_string();
     v.payload = r.get_string();
     index.values.emplace(std::move(fqn), std::move(v));
   }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     index.files.push_back(r.get_string());
     index.file_sizes.push_back(r.get<std::uint64_t>());
   }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto fqn = r.get_string();
     TorchChunkedTensor t;
     t.dtype = r.get<DType>();

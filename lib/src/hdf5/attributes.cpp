@@ -1,5 +1,7 @@
 #include "hdf5/attributes.hpp"
 
+#include <hdf5.h>
+
 #include "h5dcp/error.hpp"
 #include "hdf5/hdf5_error.hpp"
 #include "hdf5/types.hpp"

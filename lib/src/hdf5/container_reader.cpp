@@ -1,5 +1,7 @@
 #include "hdf5/container_reader.hpp"
 
+#include <hdf5.h>
+
 #include <algorithm>
 #include <limits>
 #include <map>

@@ -47,7 +47,7 @@ class ContainerReader {
   void abandon() noexcept;
 
  private:
-  hid_t dataset(const std::string& fqn);
+  Hid dataset(const std::string& fqn);
 
   std::string path_;
   Handle file_;

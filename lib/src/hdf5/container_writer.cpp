@@ -1,5 +1,7 @@
 #include "hdf5/container_writer.hpp"
 
+#include <hdf5.h>
+
 #include <algorithm>
 #include <cstring>
 #include <exception>

@@ -1,5 +1,7 @@
 #include "hdf5/dataspace.hpp"
 
+#include <hdf5.h>
+
 #include <vector>
 
 #include "hdf5/hdf5_error.hpp"

@@ -11,6 +11,6 @@ Handle dataspace_of(const Shape& shape);
 
 /// Selects `box` in `space` (a dataset's file space); for a 0-d dataset the
 /// whole scalar. `fqn` names the tensor in errors.
-void select_block(hid_t space, const ChunkStorageMetadata& box, const std::string& fqn);
+void select_block(Hid space, const ChunkStorageMetadata& box, const std::string& fqn);
 
 }  // namespace h5dcp::detail

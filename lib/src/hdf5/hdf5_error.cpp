@@ -1,11 +1,20 @@
 #include "hdf5/hdf5_error.hpp"
 
+#include <hdf5.h>
+
+#include <type_traits>
 #include <vector>
 
 #include "h5dcp/error.hpp"
 #include "hdf5/handle.hpp"
 
 namespace h5dcp::detail {
+
+// handle.hpp and hdf5_error.hpp name HDF5's types without <hdf5.h>.
+static_assert(std::is_same_v<Hid, hid_t> && std::is_same_v<int, herr_t>);
+static_assert(std::is_same_v<decltype(&H5Fclose), Handle::Closer>);
+static_assert(kInvalidHid == H5I_INVALID_HID);
+
 namespace {
 
 // The outermost entries say what h5dcp asked for, the innermost why it failed
@@ -57,7 +66,7 @@ void throw_hdf5_error(const std::string& what) {
 void Handle::close(const std::string& what) {
   if (id_ < 0) return;
   const hid_t id = id_;
-  id_ = H5I_INVALID_HID;
+  id_ = kInvalidHid;
   check_status(closer_(id), "closing " + what);
 }
 

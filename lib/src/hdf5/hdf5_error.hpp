@@ -2,9 +2,9 @@
 // HDF5 failures as h5dcp exceptions carrying HDF5's own error stack, and a
 // scoped switch that keeps HDF5 from printing that stack to stderr itself.
 
-#include <hdf5.h>
-
 #include <string>
+
+#include "hdf5/handle.hpp"
 
 namespace h5dcp::detail {
 
@@ -18,7 +18,7 @@ class SilenceHdf5Errors {
   SilenceHdf5Errors& operator=(const SilenceHdf5Errors&) = delete;
 
  private:
-  H5E_auto2_t previous_func_ = nullptr;
+  int (*previous_func_)(Hid, void*) = nullptr;  // H5E_auto2_t, without <hdf5.h>
   void* previous_data_ = nullptr;
 };
 
@@ -26,13 +26,13 @@ class SilenceHdf5Errors {
 [[noreturn]] void throw_hdf5_error(const std::string& what);
 
 /// Returns `id`, or throws when it is negative.
-inline hid_t check_id(hid_t id, const std::string& what) {
+inline Hid check_id(Hid id, const std::string& what) {
   if (id < 0) throw_hdf5_error(what);
   return id;
 }
 
 /// Throws when `status` is negative.
-inline void check_status(herr_t status, const std::string& what) {
+inline void check_status(int status, const std::string& what) {
   if (status < 0) throw_hdf5_error(what);
 }
 

@@ -1,5 +1,7 @@
 #include "hdf5/hdf5_file.hpp"
 
+#include <hdf5.h>
+
 #include <sys/stat.h>
 
 #include "h5dcp/error.hpp"

@@ -2,7 +2,6 @@
 // Opening and creating container files: with the MPI-IO driver over a
 // communicator (collective), or serially (sec2) when `comm` is MPI_COMM_NULL.
 
-#include <hdf5.h>
 #include <mpi.h>
 
 #include <string>

@@ -1,5 +1,7 @@
 #include "hdf5/types.hpp"
 
+#include <hdf5.h>
+
 #include "hdf5/hdf5_error.hpp"
 
 namespace h5dcp::detail {

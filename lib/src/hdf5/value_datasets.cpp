@@ -1,5 +1,7 @@
 #include "hdf5/value_datasets.hpp"
 
+#include <hdf5.h>
+
 #include <algorithm>
 #include <vector>
 

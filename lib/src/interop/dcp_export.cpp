@@ -127,7 +127,7 @@ Bytes encode(const ExportPlan& plan) {
 ExportPlan decode_plan(std::string_view bytes) {
   ByteReader r(bytes);
   ExportPlan plan;
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     ExportTensor t;
     t.key = r.get_string();
     t.fqn = r.get_string();
@@ -135,13 +135,13 @@ ExportPlan decode_plan(std::string_view bytes) {
     t.shape = r.get_ints();
     plan.tensors.push_back(std::move(t));
   }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     ExportValue v;
     v.key = r.get_string();
     v.pickle = r.get_string();
     plan.values.push_back(std::move(v));
   }
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     auto key = r.get_string();
     plan.paths.emplace(std::move(key), get_path(r));
   }
@@ -175,7 +175,7 @@ Bytes encode(const std::vector<WrittenItem>& items) {
 std::vector<WrittenItem> decode_items(std::string_view bytes) {
   ByteReader r(bytes);
   std::vector<WrittenItem> items;
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     WrittenItem item;
     item.key = r.get_string();
     item.tensor = r.get<std::uint8_t>() != 0;

@@ -98,7 +98,7 @@ Bytes encode(const Layout& layout) {
 Layout decode_layout(std::string_view bytes) {
   ByteReader r(bytes);
   Layout layout;
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+  for (auto n = r.get_count(); n > 0; --n) {
     Entry e;
     e.fqn = r.get_string();
     e.name = r.get_string();
@@ -109,7 +109,7 @@ Layout decode_layout(std::string_view bytes) {
     layout.entries.push_back(std::move(e));
   }
   for (auto* list : {&layout.temporary_files, &layout.final_names, &layout.skipped_values})
-    for (auto n = r.get<std::uint64_t>(); n > 0; --n) list->push_back(r.get_string());
+    for (auto n = r.get_count(); n > 0; --n) list->push_back(r.get_string());
   layout.temporary_directory = r.get_string();
   layout.bytes = r.get<std::int64_t>();
   return layout;
@@ -372,7 +372,7 @@ SafetensorsExport checkpoint_to_safetensors(const std::string& src, const std::s
       return w.take();
     });
     ByteReader r(published);
-    for (auto n = r.get<std::uint64_t>(); n > 0; --n) result.files.push_back(r.get_string());
+    for (auto n = r.get_count(); n > 0; --n) result.files.push_back(r.get_string());
   } catch (...) {
     if (c.is_coordinator()) remove_temporaries(layout);
     throw;

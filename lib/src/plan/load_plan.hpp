@@ -23,7 +23,7 @@ struct LoadRequest {
   ChunkStorageMetadata box;  ///< the destination block, in global coordinates
   /// Empty: the destination is the stored tensor itself (same global shape).
   /// Otherwise the destination's "global" tensor is a block of the stored
-  /// one starting here (the seeds' _ReaderWithOffset): storage offsets are
+  /// one starting here (PyTorch DCP's _ReaderWithOffset): storage offsets are
   /// box offsets + this, and the block must fit inside the stored shape.
   Shape storage_offset;
 };

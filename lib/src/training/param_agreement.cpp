@@ -28,9 +28,7 @@ Bytes encode_signatures(const std::vector<ParamSignature>& signatures) {
 
 std::vector<ParamSignature> decode_signatures(std::string_view bytes) {
   ByteReader r(bytes);
-  const auto n = r.get<std::uint64_t>();
-  if (n > bytes.size()) throw Error("h5dcp: corrupt message (parameter count out of range)");
-  std::vector<ParamSignature> signatures(static_cast<std::size_t>(n));
+  std::vector<ParamSignature> signatures(r.get_count());
   for (auto& s : signatures) {
     s.name = r.get_string();
     s.dtype = r.get_string();
