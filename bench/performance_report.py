@@ -16,10 +16,11 @@ import os
 import platform
 import re
 import statistics
-import string
 import subprocess
 import sys
 import time
+
+import report_template
 
 results, md_path, png_path = sys.argv[1], sys.argv[2], sys.argv[3]
 
@@ -78,15 +79,8 @@ def spread(values):
     return f"{min(values):.3f}-{max(values):.3f}" if values else ""
 
 
-# The report's prose: the template beside this file (performance_report.md.in), by block: the text
-# after "@@ name" and a space (or a newline) up to the next "@@ " line, its last newline left out.
-with open(os.path.splitext(os.path.abspath(__file__))[0] + ".md.in", encoding="utf-8") as f:
-    BLOCKS = re.split(r"^@@ ([\w.]+)[ \n]", f.read(), flags=re.M)[1:]
-BLOCKS = {name: body[:-1] for name, body in zip(BLOCKS[::2], BLOCKS[1::2])}
-
-
-def fill(block, /, **values):
-    return string.Template(BLOCKS[block]).substitute(values)
+# The report's prose: the template beside this file (performance_report.md.in).
+fill = report_template.filler(__file__)
 
 
 def equal(ok):

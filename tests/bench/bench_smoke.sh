@@ -283,8 +283,9 @@ grep -q "check failed" "$report" && fail "a side's check failed: $(grep "check f
 # template (one typed into the template's prose, one computed in the generator from a literal) and
 # of README.md.
 "$py" - "$src/bench/performance_report" "$work/typed_report" <<'PY'
-import sys
+import os, shutil, sys
 src, dst = sys.argv[1], sys.argv[2]
+shutil.copy(os.path.join(os.path.dirname(src), "report_template.py"), os.path.dirname(dst))
 text = open(src + ".md.in").read()
 for old, new in (("The POSIX write puts the same bytes", "The POSIX write, 12 % faster, puts the same bytes"),
                  ("(dd oflag=direct) bypasses the page cache", "(dd oflag=direct, ${typed} × h5dcp) bypasses the page cache")):
