@@ -111,10 +111,10 @@ def main(repo):
             problems.append(f"lib/src/{folder}: a folder that is no layer (add it to scripts/check-layers.py "
                             "and docs/ARCHITECTURE.md)")
     for layer, allowed in LAYERS.items():
-        for path in sorted((src / layer).glob("*")):
+        for path in sorted((src / layer).rglob("*")):
             if path.suffix not in (".cpp", ".hpp", ".h"):
                 continue
-            where = f"lib/src/{layer}/{path.name}"
+            where = path.relative_to(repo).as_posix()
             for kind, inc in includes(path):
                 pkg = package_of(inc)
                 if pkg:

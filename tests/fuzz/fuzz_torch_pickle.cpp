@@ -28,7 +28,7 @@
 #include "formats/torch_save_index.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/torch_save.hpp"
-#include "interop/torch_save_archive.hpp"
+#include "interop/torch_save/archive.hpp"
 
 namespace {
 

@@ -39,7 +39,7 @@ with tempfile.TemporaryDirectory() as tmp:
     plant(src / "api" / "save.cpp", "#include <hdf5.h>")
     plant(src / "formats" / "pickle_value.cpp", "#include <torch/torch.h>")
     plant(src / "formats" / "zip_writer.cpp", '#include "h5dcp/state_dict.hpp"')
-    plant(src / "formats" / "dcp_metadata.cpp", '#include "interop/source_files.hpp"')
+    plant(src / "formats" / "dcp_metadata.cpp", '#include "interop/shared/source_files.hpp"')
     plant(src / "comm" / "plain_calls.hpp", '#include "h5dcp/training/device.hpp"')
     plant(root / "lib" / "include" / "h5dcp" / "dtype.hpp", "#include <H5Ppublic.h>")
     (src / "misc").mkdir()
@@ -55,7 +55,7 @@ with tempfile.TemporaryDirectory() as tmp:
         "lib/src/api/save.cpp: includes hdf5.h, but the api layer must not see hdf5",
         "lib/src/formats/pickle_value.cpp: includes torch/torch.h, but the formats layer must not see torch",
         "lib/src/formats/zip_writer.cpp: includes h5dcp/state_dict.hpp, which brings torch",
-        "lib/src/formats/dcp_metadata.cpp: includes interop/source_files.hpp, but the formats layer may only include",
+        "lib/src/formats/dcp_metadata.cpp: includes interop/shared/source_files.hpp, but the formats layer may only include",
         "lib/include/h5dcp/dtype.hpp: public header includes HDF5 (H5Ppublic.h)",
         "lib/src/misc: a folder that is no layer",
         "lib/include/h5dcp/h5dcp.hpp: the umbrella header leaves out h5dcp/extra.hpp",

@@ -13,7 +13,7 @@
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/torch_save.hpp"
-#include "interop/torch_save_load.hpp"
+#include "interop/torch_save/load.hpp"
 #include "test_support.hpp"
 
 namespace h5dcp {

@@ -32,8 +32,8 @@
 #include "h5dcp/torch_save.hpp"
 #include "h5dcp/verify.hpp"
 #include "hdf5/hdf5_gate.hpp"
-#include "interop/export_files.hpp"
-#include "interop/torch_save_tree.hpp"
+#include "interop/shared/export_files.hpp"
+#include "interop/torch_save/tree.hpp"
 #include "test_support.hpp"
 
 namespace h5dcp {
@@ -689,7 +689,7 @@ TEST(CheckpointToTorchSave, HoldsOneSlabOfATensorAtATime) {
 namespace h5dcp {
 namespace {
 
-// The exports' source (interop/export_files) closes its HDF5 ids under the
+// The exports' source (interop/shared/export_files) closes its HDF5 ids under the
 // HDF5 gate, however the export ends: destroyed with a dataset still open
 // (an export that threw between reads), it waits while another thread holds
 // the gate. The exports used to destroy their reader after giving the gate

@@ -9,8 +9,8 @@
 #include "formats/pickle_writer.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/torch_save.hpp"
-#include "interop/torch_save_archive.hpp"
-#include "interop/torch_save_tree.hpp"
+#include "interop/torch_save/archive.hpp"
+#include "interop/torch_save/tree.hpp"
 #include "torch/dtype_mapping.hpp"
 #include "torch/value_codec.hpp"
 

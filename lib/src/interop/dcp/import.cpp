@@ -1,5 +1,5 @@
 // dcp_to_checkpoint(): a PyTorch DCP checkpoint directory as a source of the
-// indexed conversion (interop/indexed_convert.hpp). The coordinator reads
+// indexed conversion (interop/shared/indexed_convert.hpp). The coordinator reads
 // .metadata and, for every item, the directory of its torch.save archive:
 // each chunk becomes a view of a storage at a known offset of a .distcp
 // file, each value its decoded content. The ranks then read their blocks
@@ -17,9 +17,9 @@
 #include "formats/torch_save_index.hpp"
 #include "h5dcp/dcp.hpp"
 #include "h5dcp/error.hpp"
-#include "interop/indexed_convert.hpp"
-#include "interop/source_files.hpp"
-#include "interop/torch_save_archive.hpp"
+#include "interop/shared/indexed_convert.hpp"
+#include "interop/shared/source_files.hpp"
+#include "interop/torch_save/archive.hpp"
 
 namespace h5dcp {
 namespace {

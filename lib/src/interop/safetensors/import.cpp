@@ -1,5 +1,5 @@
 // safetensors_to_checkpoint(): safetensors files as a source of the indexed
-// conversion (interop/indexed_convert.hpp). The coordinator reads and checks
+// conversion (interop/shared/indexed_convert.hpp). The coordinator reads and checks
 // every header, maps names to the nested tree (split at '/') and hands the
 // index over; the ranks then read their blocks straight from the files.
 
@@ -16,8 +16,8 @@
 #include "formats/torch_save_index.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/safetensors.hpp"
-#include "interop/indexed_convert.hpp"
-#include "interop/source_files.hpp"
+#include "interop/shared/indexed_convert.hpp"
+#include "interop/shared/source_files.hpp"
 
 namespace h5dcp {
 namespace {

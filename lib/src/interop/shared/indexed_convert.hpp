@@ -3,7 +3,7 @@
 // whose tensors are (strided views of) byte ranges at known offsets, as
 // torch.save's storage records and safetensors' data sections are. The
 // coordinator builds the index once; every rank then reads straight from
-// the source files only the blocks it writes (torch_save_convert.cpp).
+// the source files only the blocks it writes (torch_save/convert.cpp).
 
 #include <mpi.h>
 

@@ -39,7 +39,7 @@
 #include "h5dcp/state_dict.hpp"
 #include "hdf5/container_reader.hpp"
 #include "hdf5/hdf5_access.hpp"
-#include "interop/export_files.hpp"
+#include "interop/shared/export_files.hpp"
 #include "plan/row_split.hpp"
 #include "storage/directory_publish.hpp"
 #include "storage/durable_file.hpp"

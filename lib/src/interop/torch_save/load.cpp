@@ -14,7 +14,7 @@
 // A rank that fails to place a piece reports it in the next step, so every
 // rank stops at the same step with the same CheckpointError.
 
-#include "interop/torch_save_load.hpp"
+#include "interop/torch_save/load.hpp"
 #include "torch/tensor_blocks.hpp"
 
 #include <ATen/core/Tensor.h>
@@ -29,7 +29,7 @@
 #include "comm/comm.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/planner.hpp"
-#include "interop/torch_save_archive.hpp"
+#include "interop/torch_save/archive.hpp"
 #include "plan/chunk_geometry.hpp"
 #include "torch/dtype_mapping.hpp"
 #include "torch/value_codec.hpp"

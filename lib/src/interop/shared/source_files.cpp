@@ -1,6 +1,6 @@
 // SourceFile, SourceFiles and read_block (source_files.hpp).
 
-#include "interop/source_files.hpp"
+#include "interop/shared/source_files.hpp"
 
 #include <ATen/ops/empty.h>
 #include <fcntl.h>

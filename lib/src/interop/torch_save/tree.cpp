@@ -1,4 +1,4 @@
-#include "interop/torch_save_tree.hpp"
+#include "interop/torch_save/tree.hpp"
 
 #include "base/key_escape.hpp"
 #include "base/utf8.hpp"

@@ -1,4 +1,4 @@
-#include "interop/torch_save_archive.hpp"
+#include "interop/torch_save/archive.hpp"
 
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>

@@ -1,4 +1,4 @@
-#include "interop/export_files.hpp"
+#include "interop/shared/export_files.hpp"
 
 #include <ATen/ops/empty.h>
 #include <fcntl.h>

@@ -15,7 +15,7 @@
 #include "h5dcp/error.hpp"
 #include "h5dcp/planner.hpp"
 #include "h5dcp/safetensors.hpp"
-#include "interop/source_files.hpp"
+#include "interop/shared/source_files.hpp"
 #include "torch/tensor_blocks.hpp"
 #include "torch/value_codec.hpp"
 
