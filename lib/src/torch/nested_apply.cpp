@@ -1,9 +1,5 @@
-// The walk of torch/nested_apply.hpp. It belongs to the torch layer, which
-// compiles it (lib/CMakeLists.txt): the checkpoint library's GPU copies
-// (torch/device_copies.cpp) walk state dicts with it, and h5dcp::training's
-// apply_to_tensors is built on it. It sits here for now only because the
-// torch layer's sources are hashed by docs/RELIABILITY.md and a move there
-// waits for the next reliability run.
+// The walk of torch/nested_apply.hpp: the GPU copies (torch/device_copies.cpp)
+// and h5dcp::training's apply_to_tensors are built on it.
 
 #include "torch/nested_apply.hpp"
 
