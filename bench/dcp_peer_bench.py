@@ -198,22 +198,18 @@ def timed(fn):
 
 
 def machine_counters(device_stat):
-    """The system's counters now, as h5dcp-bench reads them (bench/bench_conditions.hpp): steal and
-    iowait (/proc/stat), pressure stall totals (/proc/pressure), the block device's bytes and times,
-    the free memory reported to the host (free page reporting); None where this kernel has no such
-    counter."""
-    c = dict.fromkeys(("steal", "iowait", "cpu_some", "io_some", "io_full", "memory_some", "disk_read_bytes",
-                       "disk_write_bytes", "disk_discard_bytes", "disk_writes", "disk_write_seconds",
-                       "disk_busy_seconds", "host_reported_bytes"))
+    """The system's counters now, as h5dcp-bench reads them (bench/bench_conditions.hpp): steal
+    (/proc/stat), pressure stall totals (/proc/pressure), the block device's writes, the free memory
+    reported to the host (free page reporting); None where this kernel has no such counter."""
+    c = dict.fromkeys(("steal", "cpu_some", "io_full", "disk_write_bytes", "disk_writes", "disk_write_seconds",
+                       "host_reported_bytes"))
     try:
         with open("/proc/stat") as f:
             fields = f.readline().split()
-        hz = os.sysconf("SC_CLK_TCK")
-        c["iowait"], c["steal"] = int(fields[5]) / hz, int(fields[8]) / hz
+        c["steal"] = int(fields[8]) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         pass
-    for resource_name, kind, key in (("cpu", "some", "cpu_some"), ("io", "some", "io_some"),
-                                     ("io", "full", "io_full"), ("memory", "some", "memory_some")):
+    for resource_name, kind, key in (("cpu", "some", "cpu_some"), ("io", "full", "io_full")):
         try:
             with open(f"/proc/pressure/{resource_name}") as f:
                 for line in f:
@@ -225,10 +221,7 @@ def machine_counters(device_stat):
     try:
         with open(device_stat) as f:
             d = [int(x) for x in f.read().split()]
-        c.update(disk_read_bytes=d[2] * 512, disk_writes=d[4], disk_write_bytes=d[6] * 512,
-                 disk_write_seconds=d[7] / 1e3, disk_busy_seconds=d[9] / 1e3)
-        if len(d) >= 14:
-            c["disk_discard_bytes"] = d[13] * 512
+        c.update(disk_writes=d[4], disk_write_bytes=d[6] * 512, disk_write_seconds=d[7] / 1e3)
     except (OSError, IndexError, ValueError):
         pass
     try:
