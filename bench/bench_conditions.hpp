@@ -1,9 +1,9 @@
 #pragma once
 // What the machine did while a benchmark case ran, beside its wall time: the
 // host's share of the CPUs (steal), the kernel's pressure stall information
-// (PSI: time tasks waited for a CPU, for I/O, for memory), the CPU time the
-// ranks themselves used, and what the benchmark directory's block device did
-// (bytes written, read and discarded, time busy, time its writes took), and,
+// (PSI: time tasks waited for a CPU, for I/O), the CPU time the ranks
+// themselves used, and what the benchmark directory's block device did (bytes
+// written, write requests and the time they took), and,
 // in a virtual machine whose kernel hands free memory back to its host (free
 // page reporting), how much it handed back: the host takes those pages away,
 // and the next touch of each costs a fault on the host that the guest sees as
@@ -40,40 +40,20 @@ namespace h5dcp_bench {
 
 /// The counters read at one moment, in seconds and bytes.
 enum Counter : std::size_t {
-  kSteal,             // /proc/stat: every CPU's steal time
-  kIowait,            // /proc/stat: every CPU's iowait time
-  kCpuSome,           // /proc/pressure/cpu: some task waited for a CPU
-  kIoSome,            // /proc/pressure/io: some task waited for I/O
-  kIoFull,            // /proc/pressure/io: every non-idle task waited for I/O
-  kMemorySome,        // /proc/pressure/memory: some task waited for memory (reclaim)
-  kDiskReadBytes,     // the block device: bytes read,
-  kDiskWriteBytes,    //   written,
-  kDiskDiscardBytes,  //   discarded,
-  kDiskWrites,        //   write requests completed,
-  kDiskWriteSeconds,  //   the time those requests took, added up (issue to completion),
-  // and the time the device had a request in flight (io_ticks). Coarse on
-  // blk-mq devices, which count it in whole jiffies at request starts and
-  // ends: recorded, not relied on.
-  kDiskBusySeconds,
+  kSteal,              // /proc/stat: every CPU's steal time
+  kCpuSome,            // /proc/pressure/cpu: some task waited for a CPU
+  kIoFull,             // /proc/pressure/io: every non-idle task waited for I/O
+  kDiskWriteBytes,     // the block device: bytes written,
+  kDiskWrites,         //   write requests completed,
+  kDiskWriteSeconds,   //   the time those requests took, added up (issue to completion)
   kHostReportedBytes,  // free memory reported to the host (this kernel's page_reporting counter)
   kCounterCount
 };
 
 /// The counters' names in the benchmarks' JSON (the peer's are the same).
 inline const char* counter_name(std::size_t c) {
-  static constexpr std::array<const char*, kCounterCount> kNames{"steal",
-                                                                 "iowait",
-                                                                 "cpu_some",
-                                                                 "io_some",
-                                                                 "io_full",
-                                                                 "memory_some",
-                                                                 "disk_read_bytes",
-                                                                 "disk_write_bytes",
-                                                                 "disk_discard_bytes",
-                                                                 "disk_writes",
-                                                                 "disk_write_seconds",
-                                                                 "disk_busy_seconds",
-                                                                 "host_reported_bytes"};
+  static constexpr std::array<const char*, kCounterCount> kNames{
+      "steal", "cpu_some", "io_full", "disk_write_bytes", "disk_writes", "disk_write_seconds", "host_reported_bytes"};
   return kNames.at(c);
 }
 
@@ -162,30 +142,23 @@ inline MachineCounters read_machine_counters(const std::string& device_stat) {
       for (auto& x : f) in >> x;
       if (in) {
         const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
-        v[kIowait] = f[4] / hz;
         v[kSteal] = f[7] / hz;
       }
     }
   }
   v[kCpuSome] = detail_conditions::psi_total("cpu", "some");
-  v[kIoSome] = detail_conditions::psi_total("io", "some");
   v[kIoFull] = detail_conditions::psi_total("io", "full");
-  v[kMemorySome] = detail_conditions::psi_total("memory", "some");
   if (!device_stat.empty()) {
     std::ifstream in(device_stat);
-    // reads merges sectors ticks, writes merges sectors ticks, in_flight io_ticks
-    // queue_ticks, discards merges sectors ticks (sectors of 512 bytes, ticks in ms)
-    std::array<double, 15> f{};
+    // reads merges sectors ticks, writes merges sectors ticks, ... (sectors of 512 bytes, ticks in ms)
+    std::array<double, 8> f{};
     std::size_t n = 0;
     while (n < f.size() && in >> f[n]) ++n;
-    if (n >= 10) {
-      v[kDiskReadBytes] = f[2] * 512;
+    if (n == f.size()) {
       v[kDiskWrites] = f[4];
       v[kDiskWriteBytes] = f[6] * 512;
       v[kDiskWriteSeconds] = f[7] / 1e3;
-      v[kDiskBusySeconds] = f[9] / 1e3;
     }
-    if (n >= 14) v[kDiskDiscardBytes] = f[13] * 512;
   }
   if (const double kib = reported_kib(); kib >= 0) v[kHostReportedBytes] = kib * 1024;
   return c;
@@ -317,8 +290,7 @@ inline std::string conditions_json(double seconds, const Conditions& c) {
   out << "{\"seconds\": " << seconds << ", \"ranks_cpu\": " << c.ranks_cpu;
   for (std::size_t i = 0; i < kCounterCount; ++i) {
     const double v = c.delta.value[i];
-    const bool count = i == kDiskReadBytes || i == kDiskWriteBytes || i == kDiskDiscardBytes || i == kDiskWrites ||
-                       i == kHostReportedBytes;
+    const bool count = i == kDiskWriteBytes || i == kDiskWrites || i == kHostReportedBytes;
     out << ", \"" << counter_name(i) << "\": ";
     if (count)
       out << static_cast<long long>(v);

@@ -1,21 +1,82 @@
 #pragma once
 // Timing for the benchmarks that run under mpiexec (h5dcp-bench,
-// h5dcp-gpu-bench): wall times across all ranks, medians, a settled disk
-// before each case, the page cache dropped for cold reads.
+// h5dcp-gpu-bench): their common options and start, wall times across all
+// ranks, medians, a settled disk before each case, the page cache dropped for
+// cold reads.
 
+#include <ATen/Parallel.h>
 #include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "h5dcp/mpi_io.hpp"
+
 namespace h5dcp_bench {
+
+/// The options both benchmarks take.
+struct CommonArgs {
+  double gib;
+  int reps;
+  std::string dir;
+  int warmup = 1;    // untimed repetitions first: first touches, HDF5's and MPI's set-up
+  bool cold = true;  // also time every load with the page cache dropped (when root)
+  std::string json;
+};
+
+/// Reads --gib, --reps, --warmup, --dir, --no-cold and --json into `common`
+/// and hands every other argument to `own(arg, value)`, which says whether it
+/// knew it (`value()` takes the argument after it). Returns -1 when every
+/// argument was known; otherwise prints `usage` and returns the exit code: 0
+/// for --help or -h, 2 for anything else.
+inline int parse_args(int argc, char** argv, CommonArgs& common, const char* usage,
+                      const std::function<bool(const std::string&, const std::function<std::string()>&)>& own) {
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    const std::function<std::string()> value = [&]() -> std::string { return a + 1 < argc ? argv[++a] : ""; };
+    if (arg == "--gib")
+      common.gib = std::stod(value());
+    else if (arg == "--reps")
+      common.reps = std::stoi(value());
+    else if (arg == "--warmup")
+      common.warmup = std::stoi(value());
+    else if (arg == "--dir")
+      common.dir = value();
+    else if (arg == "--no-cold")
+      common.cold = false;
+    else if (arg == "--json")
+      common.json = value();
+    else if (!own(arg, value)) {
+      std::printf("%s", usage);
+      return arg == "--help" || arg == "-h" ? 0 : 2;
+    }
+  }
+  return -1;
+}
+
+/// Starts MPI as both benchmarks run (ROMIO for MPI-IO, threads for the async
+/// saves, one ATen thread per rank) and returns this rank and the ranks' count.
+inline std::pair<int, int> start_mpi(int& argc, char**& argv) {
+  h5dcp::prefer_romio_io_component();
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  at::set_num_threads(1);
+  return {rank, size};
+}
 
 inline double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -155,10 +155,19 @@ def state(m, fill):
             for i in range(TENSORS)}
 
 
+def reduced(value, op=dist.ReduceOp.SUM):
+    """`value` reduced over the ranks with `op`."""
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t, op=op)
+    return t.item()
+
+
 def all_ok(ok):
-    flag = torch.tensor([1 if ok else 0])
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())
+    return reduced(1 if ok else 0, dist.ReduceOp.MIN) == 1
+
+
+def slowest(seconds):
+    return reduced(seconds, dist.ReduceOp.MAX)
 
 
 def check(sd, m):
@@ -197,46 +206,25 @@ def timed(fn):
     return time.perf_counter() - t0
 
 
-def machine_counters(device_stat):
-    """The system's counters now, as h5dcp-bench reads them (bench/bench_conditions.hpp): steal and
-    iowait (/proc/stat), pressure stall totals (/proc/pressure), the block device's bytes and times,
-    the free memory reported to the host (free page reporting); None where this kernel has no such
-    counter."""
-    c = dict.fromkeys(("steal", "iowait", "cpu_some", "io_some", "io_full", "memory_some", "disk_read_bytes",
-                       "disk_write_bytes", "disk_discard_bytes", "disk_writes", "disk_write_seconds",
-                       "disk_busy_seconds", "host_reported_bytes"))
+def read_or_none(path, parse):
+    """parse(the text of `path`), or None where this kernel has no such file or it reads otherwise."""
     try:
-        with open("/proc/stat") as f:
-            fields = f.readline().split()
-        hz = os.sysconf("SC_CLK_TCK")
-        c["iowait"], c["steal"] = int(fields[5]) / hz, int(fields[8]) / hz
-    except (OSError, IndexError, ValueError):
-        pass
-    for resource_name, kind, key in (("cpu", "some", "cpu_some"), ("io", "some", "io_some"),
-                                     ("io", "full", "io_full"), ("memory", "some", "memory_some")):
-        try:
-            with open(f"/proc/pressure/{resource_name}") as f:
-                for line in f:
-                    words = line.split()
-                    if words and words[0] == kind:
-                        c[key] = int(next(w for w in words if w.startswith("total="))[6:]) / 1e6
-        except (OSError, StopIteration, ValueError):
-            pass
-    try:
-        with open(device_stat) as f:
-            d = [int(x) for x in f.read().split()]
-        c.update(disk_read_bytes=d[2] * 512, disk_writes=d[4], disk_write_bytes=d[6] * 512,
-                 disk_write_seconds=d[7] / 1e3, disk_busy_seconds=d[9] / 1e3)
-        if len(d) >= 14:
-            c["disk_discard_bytes"] = d[13] * 512
-    except (OSError, IndexError, ValueError):
-        pass
-    try:
-        with open(PAGE_REPORTING + "reported_kib") as f:
-            c["host_reported_bytes"] = int(f.read()) * 1024
-    except (OSError, ValueError):
-        pass
-    return c
+        with open(path) as f:
+            return parse(f.read())
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
+
+
+def psi_total(text, kind):
+    """The total stall time (seconds) of the `kind` line ("some" or "full") of a /proc/pressure file."""
+    words = next(line.split() for line in text.splitlines() if line.split()[:1] == [kind])
+    return int(next(w for w in words if w.startswith("total="))[6:]) / 1e6
+
+
+def disk_counters(text):
+    """The block device's write counters from its stat file (sectors of 512 bytes, ticks in ms)."""
+    d = [int(x) for x in text.split()]
+    return {"disk_write_bytes": d[6] * 512, "disk_writes": d[4], "disk_write_seconds": d[7] / 1e3}
 
 
 PAGE_REPORTING = "/sys/module/page_reporting/parameters/"
@@ -244,11 +232,20 @@ PAGE_REPORTING = "/sys/module/page_reporting/parameters/"
 
 def reported_kib():
     """The free memory this kernel has reported to its host so far, KiB; None where it does not count it."""
-    try:
-        with open(PAGE_REPORTING + "reported_kib") as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return None
+    return read_or_none(PAGE_REPORTING + "reported_kib", int)
+
+
+def machine_counters(device_stat):
+    """The system's counters now, as h5dcp-bench reads them (bench/bench_conditions.hpp): steal
+    (/proc/stat), pressure stall totals (/proc/pressure), the block device's writes, the free memory
+    reported to the host (free page reporting); None where this kernel has no such counter."""
+    kib = reported_kib()
+    return {"steal": read_or_none("/proc/stat", lambda t: int(t.split()[8]) / os.sysconf("SC_CLK_TCK")),
+            "cpu_some": read_or_none("/proc/pressure/cpu", lambda t: psi_total(t, "some")),
+            "io_full": read_or_none("/proc/pressure/io", lambda t: psi_total(t, "full")),
+            **(read_or_none(device_stat, disk_counters)
+               or dict.fromkeys(("disk_write_bytes", "disk_writes", "disk_write_seconds"))),
+            "host_reported_bytes": None if kib is None else kib * 1024}
 
 
 # As h5dcp-bench's settle_page_reporting: quiet 2.5 s and limit 45 s unless
@@ -288,17 +285,9 @@ def page_reporting_orders():
     """(the smallest order of the free blocks this kernel reports to its host, the largest order
     its page allocator has), as h5dcp-bench records them; -1 where unknown. Reporting is paused
     while the first is above the second."""
-    try:
-        with open(PAGE_REPORTING + "page_reporting_order") as f:
-            order = int(f.read())
-    except (OSError, ValueError):
-        order = -1
-    try:
-        with open("/proc/buddyinfo") as f:
-            largest = len(f.readline().split()) - 5
-    except OSError:
-        largest = -1
-    return order, largest
+    order = read_or_none(PAGE_REPORTING + "page_reporting_order", int)
+    largest = read_or_none("/proc/buddyinfo", lambda t: len(t.split("\n")[0].split()) - 5)
+    return -1 if order is None else order, -1 if largest is None else largest
 
 
 def device_stat_path(directory):
@@ -319,18 +308,10 @@ def watched(fn):
     before = machine_counters(device_stat) if rank == 0 else None
     t = timed(fn)
     after = machine_counters(device_stat) if rank == 0 else None
-    cpu = torch.tensor([cpu_seconds() - cpu0], dtype=torch.float64)
-    dist.all_reduce(cpu)
-    c = {"seconds": t, "ranks_cpu": cpu.item()}
+    c = {"seconds": t, "ranks_cpu": reduced(cpu_seconds() - cpu0)}
     if rank == 0:
         c.update({k: None if before[k] is None or after[k] is None else after[k] - before[k] for k in before})
     return t, c
-
-
-def slowest(seconds):
-    t = torch.tensor([seconds], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.item()
 
 
 def writer(path, threads, **kw):
@@ -361,18 +342,13 @@ if args.threads == "auto":
 else:
     threads = int(args.threads)
 
-# DCP's DefaultStager caches its staging copy (CPU storages per source
-# tensor), so DCP's users keep one stager for every async save and its memory
-# is allocated once (by the warm-up repetition) and reused, as h5dcp's async
-# staging memory is. On torch 2.11 a reused DefaultStager fails on its second
-# save (KeyError: <class 'type'>, pytorch/pytorch#183413, a regression fixed
-# later); the workaround, a fresh stager per save, is what DCP's users run
-# there, so each save then allocates its staging memory anew. The peer takes it
-# on every torch up to 2.12 and reuses one stager from 2.13 on.
-# On the CPU: no pinned or shared memory, no staging thread, no non-blocking
-# copies (those options need an accelerator), so it stages in the call.
-# On a GPU: pinned memory, non-blocking copies and staging in the background,
-# DCP's own recipe for overlapping the copy with training.
+# DCP's DefaultStager caches its staging copy, so DCP's users keep one stager
+# for every async save and its memory is allocated once (by the warm-up) and
+# reused, as h5dcp's staging memory is; up to torch 2.12 a fresh one per save
+# (pytorch/pytorch#183413: the module's docstring). On the CPU it stages in the
+# call (pinned memory, a staging thread and non-blocking copies need an
+# accelerator); on a GPU in the background, DCP's recipe for overlapping the
+# copy with training.
 TORCH_MINOR = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
 STAGER_PER_SAVE = TORCH_MINOR <= (2, 12)
 STAGER_BUG = "https://github.com/pytorch/pytorch/issues/183413"
@@ -422,27 +398,25 @@ def transformer_block(shape, k, fill):
 
 
 def transformer_state(fill):
+    """The model and its AdamW state: parameter n holds tensor 3n, its moments tensors 3n + 1 and 3n + 2."""
     def dt(shape, k):
         return DTensor.from_local(transformer_block(shape, k, fill), mesh, [Shard(0)], run_check=False,
                                   shape=torch.Size(shape), stride=torch.empty(shape, device="meta").stride())
-    model, optim, k = {}, {}, 0
-    for name, shape in transformer_parameters():
-        model[name] = dt(shape, k)
-        optim[name] = {"exp_avg": dt(shape, k + 1), "exp_avg_sq": dt(shape, k + 2),
+    model, optim = {}, {}
+    for n, (name, shape) in enumerate(transformer_parameters()):
+        model[name] = dt(shape, 3 * n)
+        optim[name] = {"exp_avg": dt(shape, 3 * n + 1), "exp_avg_sq": dt(shape, 3 * n + 2),
                        "step": torch.tensor(100.0 if fill else 0.0)}
-        k += 3
     return {"model": model, "optim": {"state": optim}}
 
 
 def transformer_check(sd):
-    good, k = True, 0
-    for name, shape in transformer_parameters():
-        good &= torch.equal(sd["model"][name].to_local(), transformer_block(shape, k, True))
-        state = sd["optim"]["state"][name]
-        good &= torch.equal(state["exp_avg"].to_local(), transformer_block(shape, k + 1, True))
-        good &= torch.equal(state["exp_avg_sq"].to_local(), transformer_block(shape, k + 2, True))
-        good &= state["step"].item() == 100.0
-        k += 3
+    good = True
+    for n, (name, shape) in enumerate(transformer_parameters()):
+        moments = sd["optim"]["state"][name]
+        for k, t in enumerate((sd["model"][name], moments["exp_avg"], moments["exp_avg_sq"]), 3 * n):
+            good &= torch.equal(t.to_local(), transformer_block(shape, k, True))
+        good &= moments["step"].item() == 100.0
     return all_ok(good)
 
 
@@ -452,6 +426,27 @@ def transformer_bytes():
 
 small = small_state(True)
 small_path = os.path.join(args.dir, "dcp-small")
+
+
+def timed_load(path, make_target, check_target, cold):
+    """A timed dcp.load of `path` into make_target() from a settled disk (the page cache dropped first
+    where `cold`), the target checked untimed and freed before the next case: (seconds, whether every
+    rank's target holds the values)."""
+    target = make_target()
+    settle()
+    if cold:
+        drop_caches()
+    t = timed(lambda: dcp.load(target, storage_reader=FileSystemReader(path)))
+    return t, check_target(target)
+
+
+def read_back(path):
+    """Whether `path` holds the saved values, on every rank: an untimed load, checked."""
+    target = state(mesh, False)
+    dcp.load(target, storage_reader=FileSystemReader(path))
+    return check(target, mesh)
+
+
 def save_then_load(name, state_dict, path, make_target, check_target, keep):
     """Cases NAME_save, then NAME_load and NAME_load_cold (those in `cases`):
     a timed save from a settled disk, then timed loads into fresh targets,
@@ -464,17 +459,11 @@ def save_then_load(name, state_dict, path, make_target, check_target, keep):
     for case in (f"{name}_load", f"{name}_load_cold"):
         if case not in cases:
             continue
-        target = make_target(False)
-        settle()
-        if case.endswith("_cold"):
-            drop_caches()
-        t = timed(lambda: dcp.load(target, storage_reader=FileSystemReader(path)))
-        good = check_target(target)
+        t, good = timed_load(path, lambda: make_target(False), check_target, case.endswith("_cold"))
         ok[case] &= good
         ok[f"{name}_save"] &= good
         if keep:
             seconds[case].append(t)
-        target = None
 
 
 only = args.transformer_only or args.save_only
@@ -493,13 +482,11 @@ seconds = {c: [] for c in cases}
 
 
 def event(case):
-    """What a case times, so that a report compares only the same kind of event."""
-    if case in ("async_blocking", "async_bg_blocking"):
-        # Where staging happens is where the async save's stager (or cached writer) puts it.
-        return "the call, staging in the background" if case == "async_bg_blocking" else "the call, staging in it"
-    if case == "async_bg_staged":
-        return "until staged in the background"
-    return "until durable" if case.endswith(("save", "_total")) else "until loaded"
+    """What a case times, so that a report compares only the same kind of event (the calls: staging
+    where the async save's stager, or cached writer, puts it)."""
+    return {"async_blocking": "the call, staging in it", "async_bg_blocking": "the call, staging in the background",
+            "async_bg_staged": "until staged in the background"}.get(case) or \
+        ("until durable" if case.endswith(("save", "_total")) else "until loaded")
 
 
 reporting_settled = []  # seconds waited for free page reporting to settle, before each timed async call
@@ -519,38 +506,24 @@ for rep in range(1 + args.reps):
         conditions.setdefault("save", []).append(c)
     if args.save_only:
         # Every save read back untimed, as h5dcp-bench --save-only reads back each of its own.
-        target = state(mesh, False)
-        dcp.load(target, storage_reader=FileSystemReader(save_path))
-        ok["save"] &= check(target, mesh)
-        target = None
+        ok["save"] &= read_back(save_path)
         continue
 
     for case, m in (("load", mesh), ("reshard", shifted_mesh), ("load_cold", mesh), ("reshard_cold", shifted_mesh)):
         if case not in cases:
             continue
-        target = state(m, False)
-        settle()
-        if case.endswith("_cold"):
-            drop_caches()
-        t = timed(lambda: dcp.load(target, storage_reader=FileSystemReader(save_path)))
-        good = check(target, m)
+        t, good = timed_load(save_path, lambda: state(m, False), lambda sd: check(sd, m), case.endswith("_cold"))
         ok[case] &= good
         if case == "load":
             ok["save"] &= good  # the save is checked by reading it back
         if keep:
             seconds[case].append(t)
-        target = None  # freed before the next case
 
     if args.small_count:
         save_then_load("small", small, small_path, small_state, small_check, keep)
     if transformer:
         save_then_load("transformer", transformer, transformer_path, transformer_state, transformer_check, keep)
         settle(transformer_path)  # not left for the next case
-
-    def cached_plans():
-        # DCP's plan caching, as h5dcp-bench's async saves reuse their plan
-        # (SavePlanCache): the plans are cached across instances.
-        return DefaultSavePlanner(enable_plan_caching=True)
 
     def one_async(background):
         """One async save from a settled disk, timed, then read back untimed: (the call, until
@@ -574,7 +547,9 @@ for rep in range(1 + args.reps):
 
         def run():
             t0 = time.perf_counter()
-            response = dcp.async_save(saved, planner=cached_plans(), process_group=async_group, **where)
+            # DCP's plan caching (cached across planners), as h5dcp-bench's async saves reuse their plan.
+            planner = DefaultSavePlanner(enable_plan_caching=True)
+            response = dcp.async_save(saved, planner=planner, process_group=async_group, **where)
             times[0] = time.perf_counter() - t0
             if hasattr(response, "staging_completion"):  # an AsyncSaveResponse: staging in the background
                 response.staging_completion.result()
@@ -589,10 +564,7 @@ for rep in range(1 + args.reps):
         finally:
             if stager is not None and STAGER_PER_SAVE:
                 stager.close()
-        target = state(mesh, False)
-        dcp.load(target, storage_reader=FileSystemReader(async_path))
-        good = check(target, mesh)
-        return slowest(times[0]), slowest(times[1]), total, settled, good
+        return slowest(times[0]), slowest(times[1]), total, settled, read_back(async_path)
 
     if "async_bg_blocking" in cases:
         failed = None
@@ -623,9 +595,8 @@ if async_stager is not None:
     async_stager.close()
 on_disk = sum(os.path.getsize(os.path.join(save_path, f)) for f in os.listdir(save_path)) \
     if rank == 0 and os.path.isdir(save_path) else 0
-settle(save_path)
-settle(async_path)
-settle(small_path)
+for path in (save_path, async_path, small_path):
+    settle(path)
 if rank == 0:
     reporting_order, largest_order = page_reporting_orders()
     result = {

@@ -42,7 +42,6 @@
 //             to the resident memory, in a process of its own (memory_only)
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <malloc.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -78,14 +77,8 @@ using h5dcp_bench::now;
 using h5dcp_bench::timed;
 using h5dcp_bench::without_read_ahead;
 
-struct Args {
-  double gib = 1.0;
-  int reps = 5;
+struct Args : h5dcp_bench::CommonArgs {
   int async_samples = 1;  // the bare copies and the async cases, per repetition
-  int warmup = 1;         // untimed repetitions first: first touches, HDF5's and MPI's set-up
-  std::string dir = "/tmp/h5dcp-bench";
-  bool cold = true;  // also time every load with the page cache dropped (when root)
-  std::string json;
   int small_count = 5000;
   int small_kib = 16;
   h5dcp_bench::TransformerShape transformer;  // layers 0: no transformer case
@@ -272,73 +265,56 @@ int memory_only(const Args& args, const h5dcp_bench::BenchState& state, const h5
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    auto value = [&]() -> std::string { return a + 1 < argc ? argv[++a] : ""; };
-    if (arg == "--gib")
-      args.gib = std::stod(value());
-    else if (arg == "--reps")
-      args.reps = std::stoi(value());
-    else if (arg == "--async-samples")
-      args.async_samples = std::max(1, std::stoi(value()));
-    else if (arg == "--warmup")
-      args.warmup = std::stoi(value());
-    else if (arg == "--dir")
-      args.dir = value();
-    else if (arg == "--no-cold")
-      args.cold = false;
-    else if (arg == "--json")
-      args.json = value();
-    else if (arg == "--small-count")
-      args.small_count = std::stoi(value());
-    else if (arg == "--small-kib")
-      args.small_kib = std::stoi(value());
-    else if (arg == "--transformer-layers")
-      args.transformer.layers = std::stoi(value());
-    else if (arg == "--transformer-hidden")
-      args.transformer.hidden = std::stoll(value());
-    else if (arg == "--transformer-vocab")
-      args.transformer.vocab = std::stoll(value());
-    else if (arg == "--staging-mib")
-      args.staging_mib = std::stoll(value());
-    else if (arg == "--raw-only")
-      args.raw_only = true;
-    else if (arg == "--independent")
-      args.independent = true;
-    else if (arg == "--save-only")
-      args.save_only = true;
-    else if (arg == "--no-raw")
-      args.no_raw = true;
-    else if (arg == "--async-only")
-      args.async_only = true;
-    else if (arg == "--transformer-only")
-      args.transformer_only = true;
-    else if (arg == "--transformer-layouts")
-      args.transformer_only = args.layouts_only = true;
-    else if (arg == "--memory-only")
-      args.memory_case = value();
-    else if (arg == "--baselines-only")
-      args.baselines_only = args.no_raw = true;  // the raw writes are among its baselines, not before them
-    else {
-      std::printf(
-          "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
-          "                                 [--json FILE] [--async-samples S]\n"
-          "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
-          "                                 [--transformer-layers L (0: none)] [--transformer-hidden H]\n"
-          "                                 [--transformer-vocab V]\n"
-          "                                 [--independent] [--save-only] [--no-raw] [--async-only]\n"
-          "                                 [--transformer-only] [--transformer-layouts]\n"
-          "                                 [--memory-only save|async|load|reshard] [--baselines-only]\n");
-      return arg == "--help" || arg == "-h" ? 0 : 2;
-    }
-  }
-  h5dcp::prefer_romio_io_component();
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  at::set_num_threads(1);
+  Args args{{1.0, 5, "/tmp/h5dcp-bench"}};
+  // The options that only switch something on.
+  const std::vector<std::pair<std::string, std::vector<bool Args::*>>> switches{
+      {"--raw-only", {&Args::raw_only}},
+      {"--independent", {&Args::independent}},
+      {"--save-only", {&Args::save_only}},
+      {"--no-raw", {&Args::no_raw}},
+      {"--async-only", {&Args::async_only}},
+      {"--transformer-only", {&Args::transformer_only}},
+      {"--transformer-layouts", {&Args::transformer_only, &Args::layouts_only}},
+      // The raw writes are among its baselines, not before them.
+      {"--baselines-only", {&Args::baselines_only, &Args::no_raw}}};
+  const int usage = h5dcp_bench::parse_args(
+      argc, argv, args,
+      "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
+      "                                 [--json FILE] [--async-samples S]\n"
+      "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
+      "                                 [--transformer-layers L (0: none)] [--transformer-hidden H]\n"
+      "                                 [--transformer-vocab V]\n"
+      "                                 [--independent] [--save-only] [--no-raw] [--async-only]\n"
+      "                                 [--transformer-only] [--transformer-layouts]\n"
+      "                                 [--memory-only save|async|load|reshard] [--baselines-only]\n",
+      [&](const std::string& arg, const auto& value) {
+        for (const auto& [name, fields] : switches)
+          if (arg == name) {
+            for (const auto field : fields) args.*field = true;
+            return true;
+          }
+        if (arg == "--async-samples")
+          args.async_samples = std::max(1, std::stoi(value()));
+        else if (arg == "--small-count")
+          args.small_count = std::stoi(value());
+        else if (arg == "--small-kib")
+          args.small_kib = std::stoi(value());
+        else if (arg == "--transformer-layers")
+          args.transformer.layers = std::stoi(value());
+        else if (arg == "--transformer-hidden")
+          args.transformer.hidden = std::stoll(value());
+        else if (arg == "--transformer-vocab")
+          args.transformer.vocab = std::stoll(value());
+        else if (arg == "--staging-mib")
+          args.staging_mib = std::stoll(value());
+        else if (arg == "--memory-only")
+          args.memory_case = value();
+        else
+          return false;
+        return true;
+      });
+  if (usage >= 0) return usage;
+  std::tie(rank_, size_) = h5dcp_bench::start_mpi(argc, argv);
   if (rank_ == 0) std::filesystem::create_directories(args.dir);
   const bool cold = args.cold && h5dcp_bench::can_drop_caches();
 

@@ -24,7 +24,6 @@
 // Every load and every async checkpoint (each repetition's) is checked bit for bit.
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <mpi.h>
 
 #include <cstdio>
@@ -32,6 +31,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_mpi_timing.hpp"
@@ -49,15 +49,6 @@ using h5dcp_bench::now;
 using h5dcp_bench::slowest;
 using h5dcp_bench::timed;
 
-struct Args {
-  double gib = 4.0;
-  int reps = 3;
-  int warmup = 1;
-  std::string dir = "/tmp/h5dcp-gpu-bench";
-  bool cold = true;
-  std::string json;
-};
-
 int rank_ = 0;
 int size_ = 1;
 BenchState state_;  // its device: this rank's GPU
@@ -74,35 +65,14 @@ void queue_compute(const at::Tensor& a, const at::Tensor& b, int products) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    auto value = [&]() -> std::string { return a + 1 < argc ? argv[++a] : ""; };
-    if (arg == "--gib")
-      args.gib = std::stod(value());
-    else if (arg == "--reps")
-      args.reps = std::stoi(value());
-    else if (arg == "--warmup")
-      args.warmup = std::stoi(value());
-    else if (arg == "--dir")
-      args.dir = value();
-    else if (arg == "--no-cold")
-      args.cold = false;
-    else if (arg == "--json")
-      args.json = value();
-    else {
-      std::printf(
-          "usage: mpiexec -n N h5dcp-gpu-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
-          "                                     [--json FILE]\n");
-      return arg == "--help" || arg == "-h" ? 0 : 2;
-    }
-  }
-  h5dcp::prefer_romio_io_component();
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  at::set_num_threads(1);
+  h5dcp_bench::CommonArgs args{4.0, 3, "/tmp/h5dcp-gpu-bench"};
+  const int usage = h5dcp_bench::parse_args(
+      argc, argv, args,
+      "usage: mpiexec -n N h5dcp-gpu-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
+      "                                     [--json FILE]\n",
+      [](const std::string&, const auto&) { return false; });
+  if (usage >= 0) return usage;
+  std::tie(rank_, size_) = h5dcp_bench::start_mpi(argc, argv);
   const auto assignment = h5dcp::assign_device();
   for (const auto& line : h5dcp::gather_device_descriptions(assignment))
     std::printf("h5dcp-gpu-bench: %s\n", line.c_str());

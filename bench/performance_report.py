@@ -704,45 +704,6 @@ plan_load = [(name, index_s + plan_s) for name, index_s, _, plan_s in plan_load_
 slowest_load = max(plan_load, key=lambda x: x[1]) if plan_load else None
 
 
-def damon_text():
-    """What the kernel's own DAMON pageout schemes freed during the run (bench.sh records
-    bench/damon_state.py before and after it): memory handed to the host besides the benches'."""
-    before, after = load_json("damon-before.json"), load_json("damon-after.json")
-    if not before or not after:
-        return ""
-
-    def schemes(j):
-        return [sc for kd in j.get("kdamonds", []) if kd.get("state") == "on"
-                for ctx in kd.get("contexts", []) for sc in ctx.get("schemes", []) if sc.get("action") == "pageout"]
-
-    pairs = list(zip(schemes(before), schemes(after)))
-    if not pairs or any(a.get("applied_bytes") is None or b.get("applied_bytes") is None for a, b in pairs):
-        return ""
-    paged_out = sum(b["applied_bytes"] - a["applied_bytes"] for a, b in pairs)
-
-    def amount(n):
-        return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
-    first = pairs[0][1]
-
-    def kinds(allow):
-        return [f["type"] for f in first.get("filters", []) if f.get("matching") and f.get("allow") == allow]
-
-    included, excluded = kinds(True), kinds(False)
-    which = ", ".join(x for x in (f"{'/'.join(included)} memory in" if included else "",
-                                  f"{'/'.join(excluded)} memory out" if excluded else "") if x)
-    idle = f" not accessed for {first['min_idle_seconds']:g} s" if first.get("min_idle_seconds") else ""
-    quota = (f", at most {first['quota_bytes'] / 2 ** 20:g} MiB every {first['quota_reset_ms'] / 1000:g} s"
-             if first.get("quota_bytes") and first.get("quota_reset_ms") else "")
-    return (f" Besides what the benches free, this VM's kernel pages memory out on its own: DAMON (kdamond) runs"
-            + (" a `pageout` scheme" if len(pairs) == 1 else f" {len(pairs)} `pageout` schemes")
-            + f" on memory{idle}" + (f" (its filters: {which})" if which else "") + quota
-            + f"; during this run {'it' if len(pairs) == 1 else 'they'} paged out {amount(paged_out)}"
-            " (the kernel's own counters, before and after the run), and the kernel hands what "
-            + ("it frees" if len(pairs) == 1 else "they free")
-            + " to the host like any other free memory"
-            " (`bench/damon_state.py` prints the schemes).")
-
-
 def settle_text():
     """How long the benches waited for the VM's free page reporting before the copies they compare."""
     waits = h.get("reporting_settled_seconds") or []
@@ -758,7 +719,7 @@ def settle_text():
                 p_waits=fill("settle.peer", waits=f"{min(peer_waits):.1f}-{max(peer_waits):.1f}") if peer_waits else "",
                 at_limit=fill("settle.at_limit", h_limit=h_limit, h_waits=len(waits), p_limit=fill(
                     "settle.at_limit.peer", p_limit=p_limit, p_waits=len(peer_waits)) if peer_waits else "")
-                if h_limit + p_limit else fill("settle.none_at_limit"), damon=damon_text())
+                if h_limit + p_limit else fill("settle.none_at_limit"))
 
 
 def plan_lookups_text():
@@ -963,8 +924,7 @@ def accounts_for(slow, fast):
     for key, what, per in (("steal", "the host took the CPUs (steal)", CORES),
                            ("ranks_cpu", "the ranks used more CPU time", h.get("ranks", 2)),
                            ("cpu_some", "tasks waited longer for a CPU", 1),
-                           ("io_full", "every task waited longer for I/O", 1),
-                           ("memory_some", "tasks waited for memory (reclaim)", 1)):
+                           ("io_full", "every task waited longer for I/O", 1)):
         a, b = slow.get(key), fast.get(key)
         if a is not None and b is not None and a >= 0 and b >= 0:
             extra.append(((a - b) / per, what))
@@ -986,15 +946,6 @@ def conditions_text():
             text += (f"; the disk wrote {slow['disk_write_bytes'] / 1e9:.2f} GB and"
                      f" {fast['disk_write_bytes'] / 1e9:.2f} GB, its requests taking {per_s:.2f} and {per_f:.2f}"
                      f" s per GB ({per_s / per_f:.2f} ×)")
-        read_s, read_f = slow.get("disk_read_bytes") or 0, fast.get("disk_read_bytes") or 0
-        busy_s, busy_f = slow.get("disk_busy_seconds"), fast.get("disk_busy_seconds")
-        if read_s >= 0.1e9 and read_f >= 0.1e9 and busy_s and busy_f and busy_s > 0 and busy_f > 0:
-            # Reads: the same bytes keeping the disk busy longer is the disk (or the host under it) slowing.
-            text += (f"; the disk read {read_s / 1e9:.2f} GB and {read_f / 1e9:.2f} GB, busy {busy_s:.3f} s and"
-                     f" {busy_f:.3f} s")
-        discard = slow.get("disk_discard_bytes")
-        if discard and discard >= 1e7:
-            text += f", and it discarded {discard / 1e9:.2f} GB during the slow one"
         handed_s, handed_f = slow.get("host_reported_bytes"), fast.get("host_reported_bytes")
         if handed_s is not None and handed_f is not None and handed_f >= 0 and handed_s >= 1e7:
             text += (f"; the VM handed {handed_s / 1e9:.2f} GB of free memory to its host during the slow one"
@@ -1005,7 +956,7 @@ def conditions_text():
             if len(ranked) > 1 and ranked[1][0] >= 0.25 * gap:
                 text += f"; {ranked[1][1]}: {ranked[1][0]:.3f} s"
         else:
-            text += (f". None of the CPU, pressure or memory counters accounts for half of the {gap:.3f} s between"
+            text += (f". None of the CPU or pressure counters accounts for half of the {gap:.3f} s between"
                      " them" + (f" (the largest: {ranked[0][1]}, {ranked[0][0]:.3f} s)" if ranked else ""))
         out.append(text + ".")
     return out
@@ -1018,12 +969,12 @@ if watched_cases:
               " the host's steal time, the kernel's pressure stall totals (time some task waited for a CPU, time"
               " every task waited for I/O), and what the benchmark directory's block device did: bytes written,"
               " write requests, the time those requests took per GB written (issue to completion, added up),"
-              " bytes discarded, and the free memory the kernel handed back to the host (a virtual machine's free"
+              " and the free memory the kernel handed back to the host (a virtual machine's free"
               " page reporting; blank where the kernel does not count it).", "",
               "| case | repetition | seconds | ranks' CPU s | steal s | some task waited for a CPU s "
               "| every task waited for I/O s | disk wrote GB | disk write requests | disk request s per GB "
-              "| disk discarded GB | memory handed to the host GB |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| memory handed to the host GB |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, reps in watched_cases:
         for which, c in (("fastest", min(reps, key=lambda c: c["seconds"])),
                          ("slowest", max(reps, key=lambda c: c["seconds"]))):
@@ -1031,7 +982,7 @@ if watched_cases:
             lines.append(f"| {name} | {which} of {len(reps)} | {c['seconds']:.3f} | {cond(c, 'ranks_cpu')} "
                          f"| {cond(c, 'steal')} | {cond(c, 'cpu_some')} | {cond(c, 'io_full')} "
                          f"| {cond(c, 'disk_write_bytes', 1e9, 2)} | {cond(c, 'disk_writes', 1, 0)} "
-                         f"| {'' if per_gb is None else f'{per_gb:.2f}'} | {cond(c, 'disk_discard_bytes', 1e9, 2)} "
+                         f"| {'' if per_gb is None else f'{per_gb:.2f}'} "
                          f"| {cond(c, 'host_reported_bytes', 1e9, 2)} |")
     explained = conditions_text()
     if explained:

@@ -60,9 +60,6 @@ export OMPI_MCA_mpi_yield_when_idle=1
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
 findmnt -no SOURCE,FSTYPE,OPTIONS -T "$DIR" > "$out/disk.txt" 2>/dev/null || true
-# The kernel's own DAMON pageout schemes, before and after the run: what they free is handed
-# to the host beside what the benches free (the report says how much).
-"$py" bench/damon_state.py > "$out/damon-before.json" 2>/dev/null || true
 # A side whose check fails still writes its JSON (and exits non-zero): go on,
 # the report says which check failed.
 status=0
@@ -163,7 +160,6 @@ tail -n 1 "$out/convert.txt"
 [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || status=1
 echo "== torch.save of the whole state from one process"
 "$py" bench/torch_save_bench.py "$DIR/torch.pt" "$GIB" "$REPS" | tee "$out/torch_save.json" || status=1
-"$py" bench/damon_state.py > "$out/damon-after.json" 2>/dev/null || true
 "$py" bench/performance_report.py "$out" docs/PERFORMANCE.md docs/performance.png
 rm -rf "$DIR"
 echo "wrote docs/PERFORMANCE.md and docs/performance.png (the run's raw results: $out)"
