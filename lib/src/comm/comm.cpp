@@ -16,6 +16,10 @@
 #include "base/fault_injection.hpp"
 #include "h5dcp/error.hpp"
 
+namespace h5dcp {
+H5DCP_MESSAGE_FIELDS(detail::Setting, m.name, m.value);
+}
+
 namespace h5dcp::detail {
 namespace {
 
@@ -580,26 +584,6 @@ std::string describe_ranks(const std::vector<int>& ranks) {
   return out;
 }
 
-Bytes encode_settings(const std::vector<Setting>& settings) {
-  ByteWriter w;
-  w.put<std::uint64_t>(settings.size());
-  for (const auto& s : settings) {
-    w.put_string(s.name);
-    w.put_string(s.value);
-  }
-  return w.take();
-}
-
-std::vector<Setting> decode_settings(std::string_view bytes) {
-  ByteReader r(bytes);
-  std::vector<Setting> settings;
-  for (auto n = r.get_count(); n > 0; --n) {
-    auto name = r.get_string();
-    settings.push_back(Setting{std::move(name), r.get_string()});
-  }
-  return settings;
-}
-
 // "rank 2 has timeout_seconds=5, rank 0 has 30": every value of setting `k`
 // other than the coordinator's, with the ranks that passed it.
 std::string describe_difference(const std::vector<std::vector<Setting>>& all, std::size_t k, int coordinator) {
@@ -620,14 +604,14 @@ std::string describe_difference(const std::vector<std::vector<Setting>>& all, st
 
 void Comm::require_same(std::string_view operation, const std::vector<Setting>& settings) const {
   if (!distributed()) return;
-  const auto mine = encode_settings(settings);
+  const auto mine = encode_message(settings);
   const auto hash = static_cast<unsigned long long>(std::hash<std::string_view>{}(mine));
   unsigned long long bounds[2] = {hash, ~hash};
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm_), "MPI_Allreduce");
   if (bounds[0] == ~bounds[1]) return;
   // Rare: exchange them all, so that every rank composes the same message.
   std::vector<std::vector<Setting>> all;
-  for (const auto& b : all_gather(mine)) all.push_back(decode_settings(b));
+  for (const auto& b : all_gather(mine)) all.push_back(ByteReader::decode<std::vector<Setting>>(b));
   const auto& reference = all[static_cast<std::size_t>(coordinator_)];
   bool path_differs = false;
   bool option_differs = false;

@@ -133,19 +133,13 @@ CheckpointManager::CheckpointManager(std::string directory, Retention retention,
     // Before anything in the directory is touched: a second job's manager
     // must not remove the first one's save in progress.
     impl_->lock = std::make_unique<detail::DirectoryLock>(directory_);
-    detail::ByteWriter out;
     std::vector<std::string> orphans;
     for (const auto& name : detail::list_names(directory_))
       if (may_remove(name, impl_->lock->locked())) orphans.push_back(directory_ + "/" + name);
-    out.put<std::uint64_t>(orphans.size());
-    for (const auto& path : orphans) {
-      detail::remove_file(path, "removing '" + path + "'");
-      out.put_string(path);
-    }
-    return out.take();
+    for (const auto& path : orphans) detail::remove_file(path, "removing '" + path + "'");
+    return detail::encode_message(orphans);
   });
-  detail::ByteReader in(removed);
-  for (auto n = in.get_count(); n > 0; --n) removed_orphans_.push_back(in.get_string());
+  removed_orphans_ = detail::ByteReader::decode<std::vector<std::string>>(removed);
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -257,13 +251,9 @@ StagedSave CheckpointManager::start_async_save(std::int64_t step, const StateDic
 }
 
 std::vector<std::int64_t> CheckpointManager::steps() {
-  const auto listing = impl_->comm.broadcast("checkpoint-manager:list", [&] {
-    detail::ByteWriter out;
-    out.put_ints(list_steps(directory_));
-    return out.take();
-  });
-  detail::ByteReader in(listing);
-  return in.get_ints();
+  const auto listing =
+      impl_->comm.broadcast("checkpoint-manager:list", [&] { return detail::encode_message(list_steps(directory_)); });
+  return detail::ByteReader::decode<std::vector<std::int64_t>>(listing);
 }
 
 std::optional<CheckpointInfo> CheckpointManager::latest() {
@@ -273,17 +263,12 @@ std::optional<CheckpointInfo> CheckpointManager::latest() {
     poll();
   }
   const auto listing = impl.comm.broadcast("checkpoint-manager:list", [&] {
-    detail::ByteWriter out;
-    out.put_ints(list_steps(directory_));
-    const auto pointer = detail::read_pointer(directory_, kPointer);
-    out.put<std::uint8_t>(pointer ? 1 : 0);
-    out.put_string(pointer.value_or(""));
-    return out.take();
+    return detail::encode_message(std::pair(list_steps(directory_), detail::read_pointer(directory_, kPointer)));
   });
-  detail::ByteReader in(listing);
-  auto ascending = in.get_ints();
+  auto [ascending, pointer] =
+      detail::ByteReader::decode<std::pair<std::vector<std::int64_t>, std::optional<std::string>>>(listing);
   scan_ = CheckpointScan{};
-  if (in.get<std::uint8_t>() != 0) scan_.pointer = in.get_string();
+  scan_.pointer = std::move(pointer);
   for (auto it = ascending.rbegin(); it != ascending.rend(); ++it) {
     const auto path = path_for(*it);
     try {

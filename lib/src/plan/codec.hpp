@@ -9,6 +9,10 @@
 #include "h5dcp/plan.hpp"
 #include "plan/checksum_layout.hpp"
 
+namespace h5dcp {
+H5DCP_MESSAGE_FIELDS(ChunkStorageMetadata, m.offsets, m.sizes);
+}
+
 namespace h5dcp::detail {
 
 /// What the coordinator reads from a checkpoint and shares: the metadata and

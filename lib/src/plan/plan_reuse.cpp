@@ -6,6 +6,16 @@
 #include "h5dcp/error.hpp"
 #include "plan/codec.hpp"
 
+namespace h5dcp {
+namespace detail {
+template <>
+struct LastEnumerator<PlanReply::Kind> {
+  static constexpr PlanReply::Kind value = PlanReply::Kind::SendWholePlans;
+};
+}  // namespace detail
+H5DCP_MESSAGE_FIELDS(detail::PlanReply, m.kind, m.generation, m.plan, m.temp_path, m.created, m.values);
+}  // namespace h5dcp
+
 namespace h5dcp::detail {
 
 std::uint64_t layout_digest(const SavePlan& plan, int world_size, int coordinator) {
@@ -94,32 +104,7 @@ PlanOffer decode_plan_offer(std::string_view bytes) {
   return offer;
 }
 
-Bytes encode(const PlanReply& reply) {
-  ByteWriter w;
-  w.put<std::uint8_t>(static_cast<std::uint8_t>(reply.kind));
-  w.put<std::uint64_t>(reply.generation);
-  w.put_string(reply.plan);
-  w.put_string(reply.temp_path);
-  w.put_string(reply.created);
-  w.put<std::uint64_t>(reply.values.size());
-  for (const auto& v : reply.values) w.put_string(v);
-  return w.take();
-}
-
-PlanReply decode_plan_reply(std::string_view bytes) {
-  ByteReader r(bytes);
-  PlanReply reply;
-  const auto kind = r.get<std::uint8_t>();
-  if (kind > static_cast<std::uint8_t>(PlanReply::Kind::SendWholePlans))
-    throw Error("h5dcp: corrupt message (plan reply)");
-  reply.kind = static_cast<PlanReply::Kind>(kind);
-  reply.generation = r.get<std::uint64_t>();
-  reply.plan = r.get_string();
-  reply.temp_path = r.get_string();
-  reply.created = r.get_string();
-  for (auto n = r.get_count(); n > 0; --n) reply.values.push_back(r.get_string());
-  if (!r.done()) throw Error("h5dcp: corrupt message (trailing bytes)");
-  return reply;
-}
+Bytes encode(const PlanReply& reply) { return encode_message(reply); }
+PlanReply decode_plan_reply(std::string_view bytes) { return ByteReader::decode<PlanReply>(bytes); }
 
 }  // namespace h5dcp::detail

@@ -4,7 +4,10 @@
 #include <map>
 #include <unordered_map>
 
-namespace h5dcp::detail {
+namespace h5dcp {
+H5DCP_MESSAGE_FIELDS(detail::ParamSignature, m.name, m.dtype, m.shape);
+
+namespace detail {
 namespace {
 
 std::string describe(const ParamSignature& p) {
@@ -15,27 +18,10 @@ std::string describe(const ParamSignature& p) {
 
 }  // namespace
 
-Bytes encode_signatures(const std::vector<ParamSignature>& signatures) {
-  ByteWriter w;
-  w.put<std::uint64_t>(signatures.size());
-  for (const auto& s : signatures) {
-    w.put_string(s.name);
-    w.put_string(s.dtype);
-    w.put_ints(s.shape);
-  }
-  return w.take();
-}
+Bytes encode_signatures(const std::vector<ParamSignature>& signatures) { return encode_message(signatures); }
 
 std::vector<ParamSignature> decode_signatures(std::string_view bytes) {
-  ByteReader r(bytes);
-  std::vector<ParamSignature> signatures(r.get_count());
-  for (auto& s : signatures) {
-    s.name = r.get_string();
-    s.dtype = r.get_string();
-    s.shape = r.get_ints();
-  }
-  if (!r.done()) throw Error("h5dcp: corrupt message (trailing bytes after the parameters)");
-  return signatures;
+  return ByteReader::decode<std::vector<ParamSignature>>(bytes);
 }
 
 std::string format_ranks(std::vector<int> ranks) {
@@ -113,4 +99,5 @@ std::string describe_param_disagreement(const std::vector<std::vector<ParamSigna
   return message;
 }
 
-}  // namespace h5dcp::detail
+}  // namespace detail
+}  // namespace h5dcp

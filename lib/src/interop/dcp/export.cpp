@@ -43,6 +43,7 @@
 #include "interop/shared/export_files.hpp"
 #include "interop/torch_save/archive.hpp"
 #include "interop/torch_save/tree.hpp"
+#include "plan/codec.hpp"
 #include "plan/row_split.hpp"
 #include "storage/directory_publish.hpp"
 #include "storage/durable_file.hpp"
@@ -55,7 +56,6 @@ namespace {
 
 using detail::ByteReader;
 using detail::Bytes;
-using detail::ByteWriter;
 using detail::DcpPathStep;
 using detail::Shape;
 
@@ -80,74 +80,12 @@ struct ExportPlan {
   std::string temporary_directory;
 };
 
-void put_path(ByteWriter& w, const std::vector<DcpPathStep>& path) {
-  w.put<std::uint64_t>(path.size());
-  for (const auto& step : path) {
-    w.put<std::uint8_t>(step.is_index ? 1 : 0);
-    w.put_string(step.key);
-    w.put(step.index);
-  }
-}
-
-std::vector<DcpPathStep> get_path(ByteReader& r) {
-  std::vector<DcpPathStep> path;
-  for (auto n = r.get_count(1); n > 0; --n) {
-    DcpPathStep step;
-    step.is_index = r.get<std::uint8_t>() != 0;
-    step.key = r.get_string();
-    step.index = r.get<std::int64_t>();
-    path.push_back(std::move(step));
-  }
-  return path;
-}
-
-Bytes encode(const ExportPlan& plan) {
-  ByteWriter w;
-  w.put<std::uint64_t>(plan.tensors.size());
-  for (const auto& t : plan.tensors) {
-    w.put_string(t.key);
-    w.put_string(t.fqn);
-    w.put(t.dtype);
-    w.put_ints(t.shape);
-  }
-  w.put<std::uint64_t>(plan.values.size());
-  for (const auto& v : plan.values) {
-    w.put_string(v.key);
-    w.put_string(v.pickle);
-  }
-  w.put<std::uint64_t>(plan.paths.size());
-  for (const auto& [key, path] : plan.paths) {
-    w.put_string(key);
-    put_path(w, path);
-  }
-  w.put_string(plan.temporary_directory);
-  return w.take();
-}
-
-ExportPlan decode_plan(std::string_view bytes) {
-  ByteReader r(bytes);
-  ExportPlan plan;
-  for (auto n = r.get_count(); n > 0; --n) {
-    ExportTensor t;
-    t.key = r.get_string();
-    t.fqn = r.get_string();
-    t.dtype = r.get<DType>();
-    t.shape = r.get_ints();
-    plan.tensors.push_back(std::move(t));
-  }
-  for (auto n = r.get_count(); n > 0; --n) {
-    ExportValue v;
-    v.key = r.get_string();
-    v.pickle = r.get_string();
-    plan.values.push_back(std::move(v));
-  }
-  for (auto n = r.get_count(); n > 0; --n) {
-    auto key = r.get_string();
-    plan.paths.emplace(std::move(key), get_path(r));
-  }
-  plan.temporary_directory = r.get_string();
-  return plan;
-}
+}  // namespace
+H5DCP_MESSAGE_FIELDS(DcpPathStep, m.is_index, m.key, m.index);
+H5DCP_MESSAGE_FIELDS(ExportTensor, m.key, m.fqn, m.dtype, m.shape);
+H5DCP_MESSAGE_FIELDS(ExportValue, m.key, m.pickle);
+H5DCP_MESSAGE_FIELDS(ExportPlan, m.tensors, m.values, m.paths, m.temporary_directory);
+namespace {
 
 // One item a rank wrote: a tensor's chunk (box) or a value (no box).
 struct WrittenItem {
@@ -158,35 +96,9 @@ struct WrittenItem {
   std::uint64_t length = 0;
 };
 
-Bytes encode(const std::vector<WrittenItem>& items) {
-  ByteWriter w;
-  w.put<std::uint64_t>(items.size());
-  for (const auto& item : items) {
-    w.put_string(item.key);
-    w.put<std::uint8_t>(item.tensor ? 1 : 0);
-    w.put_ints(item.box.offsets);
-    w.put_ints(item.box.sizes);
-    w.put(item.offset);
-    w.put(item.length);
-  }
-  return w.take();
-}
-
-std::vector<WrittenItem> decode_items(std::string_view bytes) {
-  ByteReader r(bytes);
-  std::vector<WrittenItem> items;
-  for (auto n = r.get_count(); n > 0; --n) {
-    WrittenItem item;
-    item.key = r.get_string();
-    item.tensor = r.get<std::uint8_t>() != 0;
-    item.box.offsets = r.get_ints();
-    item.box.sizes = r.get_ints();
-    item.offset = r.get<std::uint64_t>();
-    item.length = r.get<std::uint64_t>();
-    items.push_back(std::move(item));
-  }
-  return items;
-}
+}  // namespace
+H5DCP_MESSAGE_FIELDS(WrittenItem, m.key, m.tensor, m.box, m.offset, m.length);
+namespace {
 
 std::string data_file_name(int rank) { return "__" + std::to_string(rank) + "_0.distcp"; }
 
@@ -428,13 +340,15 @@ DcpExport checkpoint_to_dcp(const std::string& src, const std::string& dst_path,
   detail::Comm c(comm, options.coordinator);
   c.require_same("DCP export", {{"source", src}, {"destination", dst}});
   c.set_timeout(detail::resolve_timeout(options.timeout_seconds));
-  const auto plan = decode_plan(c.broadcast("dcp:plan", [&] { return encode(plan_export(src, dst)); }));
+  const auto plan = ByteReader::decode<ExportPlan>(
+      c.broadcast("dcp:plan", [&] { return detail::encode_message(plan_export(src, dst)); }));
   DcpExport result;
   try {
     std::vector<std::vector<WrittenItem>> written;
-    for (const auto& bytes : c.all_gather(
-             "dcp:write", [&] { return encode(write_items(src, plan, c, options.split_min_bytes, options.progress)); }))
-      written.push_back(decode_items(bytes));
+    for (const auto& bytes : c.all_gather("dcp:write", [&] {
+           return detail::encode_message(write_items(src, plan, c, options.split_min_bytes, options.progress));
+         }))
+      written.push_back(ByteReader::decode<std::vector<WrittenItem>>(bytes));
     for (const auto& items : written) result.files += items.empty() ? 0 : 1;
     c.broadcast("dcp:publish", [&] {
       publish(dst, plan, std::move(written));

@@ -51,7 +51,6 @@ namespace {
 
 using detail::ByteReader;
 using detail::Bytes;
-using detail::ByteWriter;
 using detail::Shape;
 
 constexpr char kMetadataKey[] = "__metadata__";
@@ -66,6 +65,10 @@ struct Entry {
   std::uint64_t offset = 0;  ///< of its first byte in its shard file
 };
 
+}  // namespace
+H5DCP_MESSAGE_FIELDS(Entry, m.fqn, m.name, m.dtype, m.shape, m.shard, m.offset);
+namespace {
+
 struct Layout {
   std::vector<Entry> entries;
   std::vector<std::string> temporary_files;  ///< one per shard
@@ -75,45 +78,10 @@ struct Layout {
   std::int64_t bytes = 0;
 };
 
-Bytes encode(const Layout& layout) {
-  ByteWriter w;
-  w.put<std::uint64_t>(layout.entries.size());
-  for (const auto& e : layout.entries) {
-    w.put_string(e.fqn);
-    w.put_string(e.name);
-    w.put(e.dtype);
-    w.put_ints(e.shape);
-    w.put(e.shard);
-    w.put(e.offset);
-  }
-  for (const auto* list : {&layout.temporary_files, &layout.final_names, &layout.skipped_values}) {
-    w.put<std::uint64_t>(list->size());
-    for (const auto& s : *list) w.put_string(s);
-  }
-  w.put_string(layout.temporary_directory);
-  w.put(layout.bytes);
-  return w.take();
-}
-
-Layout decode_layout(std::string_view bytes) {
-  ByteReader r(bytes);
-  Layout layout;
-  for (auto n = r.get_count(); n > 0; --n) {
-    Entry e;
-    e.fqn = r.get_string();
-    e.name = r.get_string();
-    e.dtype = r.get<DType>();
-    e.shape = r.get_ints();
-    e.shard = r.get<std::uint32_t>();
-    e.offset = r.get<std::uint64_t>();
-    layout.entries.push_back(std::move(e));
-  }
-  for (auto* list : {&layout.temporary_files, &layout.final_names, &layout.skipped_values})
-    for (auto n = r.get_count(); n > 0; --n) list->push_back(r.get_string());
-  layout.temporary_directory = r.get_string();
-  layout.bytes = r.get<std::int64_t>();
-  return layout;
-}
+}  // namespace
+H5DCP_MESSAGE_FIELDS(Layout, m.entries, m.temporary_files, m.final_names, m.skipped_values, m.temporary_directory,
+                     m.bytes);
+namespace {
 
 std::int64_t bytes_of(const Entry& e) {
   return detail::volume(e.shape) * static_cast<std::int64_t>(dtype_size(e.dtype));
@@ -357,22 +325,16 @@ SafetensorsExport checkpoint_to_safetensors(const std::string& src, const std::s
                                         {"prefix", options.prefix},
                                         {"max_shard_size", std::to_string(options.max_shard_size)}});
   c.set_timeout(detail::resolve_timeout(options.timeout_seconds));
-  const auto layout = decode_layout(c.broadcast("export:plan", [&] { return encode(plan_export(src, dst, options)); }));
+  const auto layout = ByteReader::decode<Layout>(
+      c.broadcast("export:plan", [&] { return detail::encode_message(plan_export(src, dst, options)); }));
   SafetensorsExport result;
   try {
     c.all_gather("export:write", [&] {
       write_pieces(src, layout, pieces_of(layout, options.split_min_bytes, c.rank(), c.size()), options.progress);
       return Bytes();
     });
-    const auto published = c.broadcast("export:publish", [&] {
-      ByteWriter w;
-      const auto files = publish(dst, layout);
-      w.put<std::uint64_t>(files.size());
-      for (const auto& f : files) w.put_string(f);
-      return w.take();
-    });
-    ByteReader r(published);
-    for (auto n = r.get_count(); n > 0; --n) result.files.push_back(r.get_string());
+    result.files = ByteReader::decode<std::vector<std::string>>(
+        c.broadcast("export:publish", [&] { return detail::encode_message(publish(dst, layout)); }));
   } catch (...) {
     if (c.is_coordinator()) remove_temporaries(layout);
     throw;

@@ -48,6 +48,16 @@ struct Request {
   Shape lengths;
 };
 
+}  // namespace
+}  // namespace h5dcp::detail
+
+namespace h5dcp {
+H5DCP_MESSAGE_FIELDS(detail::Request, m.item, m.fqn, m.offsets, m.lengths);
+}
+
+namespace h5dcp::detail {
+namespace {
+
 // A piece of a request, sent in one round.
 struct Piece {
   int rank = 0;
@@ -59,30 +69,6 @@ struct Piece {
   std::int64_t bytes = 0;
 };
 
-Bytes encode_requests(const std::vector<Request>& requests) {
-  ByteWriter w;
-  w.put<std::uint64_t>(requests.size());
-  for (const auto& r : requests) {
-    w.put(r.item);
-    w.put_string(r.fqn);
-    w.put_ints(r.offsets);
-    w.put_ints(r.lengths);
-  }
-  return w.take();
-}
-
-std::vector<Request> decode_requests(std::string_view bytes) {
-  ByteReader r(bytes);
-  std::vector<Request> requests(r.get_count(4 * sizeof(std::uint64_t)));  // each takes at least 4 counts
-  for (auto& q : requests) {
-    q.item = r.get<std::uint64_t>();
-    q.fqn = r.get_string();
-    q.offsets = r.get_ints();
-    q.lengths = r.get_ints();
-  }
-  return requests;
-}
-
 // The coordinator's side: the file, the schedule, and the one storage it holds.
 class Sender {
  public:
@@ -93,7 +79,7 @@ class Sender {
   std::int64_t schedule(const std::vector<Bytes>& all_requests, std::int64_t max_bytes) {
     std::vector<Piece> pieces;
     for (std::size_t rank = 0; rank < all_requests.size(); ++rank) {
-      for (auto& q : decode_requests(all_requests[rank])) {
+      for (auto& q : ByteReader::decode<std::vector<Request>>(all_requests[rank])) {
         const auto element = static_cast<std::int64_t>(dtype_size(index_.tensors.at(q.fqn).dtype));
         for (auto& box : split_block(q.lengths, element, max_bytes)) {
           Piece p{static_cast<int>(rank),     q.item, q.fqn, q.offsets, box.offsets, box.sizes,
@@ -219,7 +205,7 @@ LoadResult load_torch_save_with_stats(StateDict& state_dict, const std::string& 
           blocks[i] = dest_block(dests[i], item);
           requests.push_back(Request{i, item.storage_fqn, item.storage_offsets, item.lengths});
         }
-        return encode_requests(requests);
+        return encode_message(requests);
       },
       [&](const std::vector<Bytes>& all) {
         ByteWriter w;
