@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -21,18 +20,10 @@
 namespace h5dcp {
 namespace {
 
-// Reads up to `n` bytes at `offset`; fewer at the end of the file.
+// Up to `n` bytes at `offset`; fewer at the end of the file.
 std::string read_at(int fd, std::uint64_t offset, std::size_t n, const std::string& path) {
   std::string out(n, '\0');
-  std::size_t got = 0;
-  while (got < n) {
-    const auto r = ::pread(fd, out.data() + got, n - got, static_cast<off_t>(offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throw IoError("h5dcp: reading '" + path + "' failed: " + std::strerror(errno));
-    if (r == 0) break;
-    got += static_cast<std::size_t>(r);
-  }
-  out.resize(got);
+  out.resize(detail::read_at(fd, out.data(), n, offset, path));
   return out;
 }
 

@@ -13,7 +13,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,12 +51,6 @@ template <typename T>
 concept MessageStruct = requires(T& m) {
   MessageFields<T>::of(m);
 };
-template <typename T>
-concept MessageList = requires(const T& list) {
-  list.size();
-  list.begin();
-}
-&&!std::is_convertible_v<T, std::string_view>;
 
 template <typename T>
 struct IsOptional : std::false_type {};
@@ -90,8 +83,11 @@ class ByteWriter {
   /// Any message value (the file comment lists what it takes).
   template <typename T>
   void put_value(const T& value) {
-    if constexpr (std::is_same_v<T, bool> || std::is_enum_v<T>) {
+    if constexpr (std::is_enum_v<T>) {
+      static_assert(static_cast<std::uint64_t>(LastEnumerator<T>::value) <= 0xff, "an enum of one byte");
       put<std::uint8_t>(static_cast<std::uint8_t>(value));
+    } else if constexpr (std::is_same_v<T, bool>) {
+      put<std::uint8_t>(value ? 1 : 0);
     } else if constexpr (std::is_arithmetic_v<T>) {
       put(value);
     } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
@@ -108,7 +104,8 @@ class ByteWriter {
       put<std::uint8_t>(static_cast<std::uint8_t>(value.index()));
       std::visit([this](const auto& alternative) { put_value(alternative); }, value);
     } else {
-      static_assert(MessageList<T>, "not a message value");
+      static_assert(
+          requires { value.size(), value.begin(); }, "not a message value");
       put<std::uint64_t>(value.size());
       for (const auto& element : value) put_value(element);
     }
@@ -187,9 +184,7 @@ class ByteReader {
     } else {
       value.clear();
       for (auto n = get_count(min_wire_size<typename T::value_type>()); n > 0; --n) {
-        if constexpr (requires {
-                        value.emplace(get_value<typename T::key_type>(), get_value<typename T::mapped_type>());
-                      }) {
+        if constexpr (requires { typename T::mapped_type; }) {
           auto key = get_value<typename T::key_type>();
           value.emplace(std::move(key), get_value<typename T::mapped_type>());
         } else {

@@ -18,6 +18,19 @@ void throw_errno(const std::string& what, int error) {
   throw IoError("h5dcp: " + what + " failed: " + std::strerror(error));
 }
 
+std::size_t read_at(int fd, void* out, std::size_t size, std::uint64_t offset, const std::string& path) {
+  auto* p = static_cast<char*>(out);
+  std::size_t done = 0;
+  while (done < size) {
+    const auto n = ::pread(fd, p + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno("reading '" + path + "'", errno);
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
 FileDescriptor FileDescriptor::open(const std::string& path, int flags, unsigned mode) {
   auto fd = open_or_invalid(path, flags, mode);
   if (!fd) throw_errno("opening '" + path + "'", errno);

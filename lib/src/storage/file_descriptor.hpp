@@ -4,6 +4,8 @@
 // throwing; the destructor closes quietly, because it runs on failure paths
 // and during unwinding, where a second exception would terminate.
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace h5dcp::detail {
@@ -43,6 +45,12 @@ class FileDescriptor {
  private:
   int fd_ = -1;
 };
+
+/// Reads up to `size` bytes at `offset` of `fd` (the file `path`) into
+/// `out`, retrying interrupted and short reads; returns how many it read,
+/// fewer only at the end of the file. Throws IoError "h5dcp: reading
+/// '<path>' failed: <strerror>".
+std::size_t read_at(int fd, void* out, std::size_t size, std::uint64_t offset, const std::string& path);
 
 /// Opens the input file `path` for reading: with O_NONBLOCK, because open(2)
 /// of a FIFO or a device would block forever, then checked with fstat to be

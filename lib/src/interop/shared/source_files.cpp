@@ -5,10 +5,8 @@
 #include <ATen/ops/empty.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "h5dcp/error.hpp"
 #include "plan/chunk_geometry.hpp"
@@ -40,27 +38,13 @@ std::string read_small_file(const std::string& path, std::uint64_t max_bytes, co
     throw FormatError("h5dcp: '" + path + "' is too large for " + what + " (" + std::to_string(size) +
                       " bytes; the limit is " + std::to_string(max_bytes) + ")");
   std::string text(static_cast<std::size_t>(size), '\0');
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const auto n = ::pread(fd.get(), text.data() + done, text.size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw IoError("h5dcp: reading '" + path + "' failed: " + std::strerror(n < 0 ? errno : EIO));
-    done += static_cast<std::size_t>(n);
-  }
+  if (read_at(fd.get(), text.data(), text.size(), 0, path) != text.size()) throw_errno("reading '" + path + "'", EIO);
   return text;
 }
 
 void SourceFile::read(void* out, std::size_t size, std::uint64_t offset) const {
-  auto* p = static_cast<char*>(out);
-  while (size > 0) {
-    const auto n = ::pread(fd_.get(), p, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw IoError("h5dcp: reading '" + path_ + "' failed: " + std::strerror(errno));
-    if (n == 0) throw FormatError("h5dcp: '" + path_ + "' ends before the data of a storage");
-    p += n;
-    size -= static_cast<std::size_t>(n);
-    offset += static_cast<std::uint64_t>(n);
-  }
+  if (read_at(fd_.get(), out, size, offset, path_) != size)
+    throw FormatError("h5dcp: '" + path_ + "' ends before the data of a storage");
 }
 
 SourceFiles::SourceFiles(const std::string& src, const TorchSaveIndex& index) {

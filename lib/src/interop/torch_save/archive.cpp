@@ -104,15 +104,7 @@ class ZipFile {
     return out;
   }
   void read_into(void* out, std::size_t bytes, std::uint64_t offset) const {
-    auto* p = static_cast<char*>(out);
-    std::size_t done = 0;
-    while (done < bytes) {
-      const auto n = ::pread(fd_.get(), p + done, bytes - done, static_cast<off_t>(base_ + offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw IoError("h5dcp: reading " + in_quotes(path_) + " failed: " + std::strerror(n < 0 ? errno : EIO));
-      done += static_cast<std::size_t>(n);
-    }
+    if (read_at(fd_.get(), out, bytes, base_ + offset, path_) != bytes) throw_errno("reading " + in_quotes(path_), EIO);
   }
 
  private:
