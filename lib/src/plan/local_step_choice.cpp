@@ -45,6 +45,7 @@ LocalStepChoice choose_local_step(const std::string& run_id, std::optional<std::
                                   const std::vector<SurvivingNodeReport>& nodes) {
   LocalStepChoice choice;
   std::vector<const SurvivingNodeReport*> sorted;
+  sorted.reserve(nodes.size());
   for (const auto& node : nodes) sorted.push_back(&node);
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->node < b->node; });
   std::set<std::string> surviving;

@@ -24,6 +24,7 @@ std::vector<int> interleaved_order(const std::vector<std::string>& groups) {
   std::map<std::string, std::vector<int>> members;
   for (std::size_t n = 0; n < groups.size(); ++n) members[groups[n]].push_back(static_cast<int>(n));
   std::vector<const std::vector<int>*> by_size;
+  by_size.reserve(members.size());
   for (const auto& [group, nodes] : members) by_size.push_back(&nodes);
   std::stable_sort(by_size.begin(), by_size.end(), [](const auto* a, const auto* b) { return a->size() > b->size(); });
   std::vector<int> order;
