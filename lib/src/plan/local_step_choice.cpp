@@ -8,14 +8,10 @@
 #include <tuple>
 #include <utility>
 
+#include "base/joined.hpp"
+
 namespace h5dcp::detail {
 namespace {
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string text;
-  for (const auto& name : names) text += (text.empty() ? "" : ", ") + name;
-  return text;
-}
 
 std::string step_name(std::int64_t step) { return "step " + std::to_string(step); }
 

@@ -5,16 +5,11 @@
 #include <limits>
 #include <set>
 
+#include "base/joined.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
 namespace {
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string text;
-  for (const auto& name : names) text += (text.empty() ? "" : ", ") + name;
-  return text;
-}
 
 std::size_t at(int index) { return static_cast<std::size_t>(index); }
 
