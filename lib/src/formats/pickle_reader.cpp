@@ -656,6 +656,11 @@ class Unpickler {
     for (auto& item : items) list.items.push_back(std::move(item));
   }
 
+  // SETITEM(S) and APPEND(S) fill the object below what they popped (taken
+  // as an argument, so popped before top() is read).
+  void set_items_of_top(std::vector<ObjectPtr> pairs) { set_items(*top(), pairs); }
+  void append_to_top(std::vector<ObjectPtr> items) { append_items(*top(), items); }
+
   void step(std::uint8_t op) {
     switch (op) {
       case kProto: {
@@ -741,28 +746,10 @@ class Unpickler {
         push(std::move(dict));
         return;
       }
-      case kSetItem: {
-        auto value = pop();
-        auto key = pop();
-        std::vector<ObjectPtr> pair{std::move(key), std::move(value)};
-        set_items(*top(), pair);
-        return;
-      }
-      case kSetItems: {
-        auto pairs = pop_mark();
-        set_items(*top(), pairs);
-        return;
-      }
-      case kAppend: {
-        std::vector<ObjectPtr> one{pop()};
-        append_items(*top(), one);
-        return;
-      }
-      case kAppends: {
-        auto items = pop_mark();
-        append_items(*top(), items);
-        return;
-      }
+      case kSetItem: set_items_of_top(pop_top(2)); return;
+      case kSetItems: set_items_of_top(pop_mark()); return;
+      case kAppend: append_to_top(pop_top(1)); return;
+      case kAppends: append_to_top(pop_mark()); return;
       case kGlobal: {
         auto module = line();
         auto name = line();
