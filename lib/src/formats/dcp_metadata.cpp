@@ -255,10 +255,11 @@ class MetadataReader {
 ObjectPtr str(std::string text) { return Object::str_of(std::move(text)); }
 ObjectPtr integer(std::int64_t value) { return Object::int_of(value); }
 
-ObjectPtr call(const char* module, const char* name, std::vector<ObjectPtr> args) {
+// module.name: a global, with `args` a call of it (the pickler writes REDUCE).
+ObjectPtr call(const char* module, std::string name, std::vector<ObjectPtr> args) {
   auto o = Object::of(Kind::Global);
   o->text = module;
-  o->name = name;
+  o->name = std::move(name);
   o->items = std::move(args);
   return o;
 }
@@ -278,22 +279,21 @@ ObjectPtr instance(const char* module, const char* name, const std::vector<std::
 }
 
 ObjectPtr properties_of(DType dtype) {
-  auto o = Object::of(Kind::Instance);
-  o->text = kMetadataModule;
-  o->name = "TensorProperties";
-  auto type = Object::of(Kind::Global);
-  type->text = "torch";
-  type->name = std::string(dtype_name(dtype));
-  o->items = {type, call("torch.serialization", "_get_layout", {str("torch.strided")}), Object::boolean_of(false),
+  auto o = instance(kMetadataModule, "TensorProperties", {});
+  o->items = {call("torch", std::string(dtype_name(dtype)), {}),
+              call("torch.serialization", "_get_layout", {str("torch.strided")}), Object::boolean_of(false),
               call(kMetadataModule, "_MEM_FORMAT_ENCODING", {integer(0)}), Object::boolean_of(false)};
   return o;
 }
 
-ObjectPtr storage_info(const DcpItem& item) {
-  return instance(kFilesystemModule, "_StorageInfo",
-                  {{"relative_path", str(item.relative_path)},
-                   {"offset", integer(static_cast<std::int64_t>(item.offset))},
-                   {"length", integer(static_cast<std::int64_t>(item.length))}});
+// An entry of storage_data: MetadataIndex(fqn, offset) -> _StorageInfo(relative_path, offset, length).
+std::pair<ObjectPtr, ObjectPtr> storage_entry(const std::string& fqn, ObjectPtr offset, const DcpItem& item) {
+  return {instance(kMetadataModule, "MetadataIndex",
+                   {{"fqn", str(fqn)}, {"offset", std::move(offset)}, {"index", Object::none()}}),
+          instance(kFilesystemModule, "_StorageInfo",
+                   {{"relative_path", str(item.relative_path)},
+                    {"offset", integer(static_cast<std::int64_t>(item.offset))},
+                    {"length", integer(static_cast<std::int64_t>(item.length))}})};
 }
 
 }  // namespace
@@ -311,10 +311,7 @@ std::string write_dcp_metadata(const DcpMetadata& metadata) {
     for (const auto& chunk : t.chunks) {
       chunks->items.push_back(instance(kMetadataModule, "ChunkStorageMetadata",
                                        {{"offsets", size_of(chunk.box.offsets)}, {"sizes", size_of(chunk.box.sizes)}}));
-      storage->entries.emplace_back(
-          instance(kMetadataModule, "MetadataIndex",
-                   {{"fqn", str(fqn)}, {"offset", size_of(chunk.box.offsets)}, {"index", Object::none()}}),
-          storage_info(chunk.item));
+      storage->entries.push_back(storage_entry(fqn, size_of(chunk.box.offsets), chunk.item));
     }
     entries->entries.emplace_back(
         str(fqn), instance(kMetadataModule, "TensorStorageMetadata",
@@ -322,9 +319,7 @@ std::string write_dcp_metadata(const DcpMetadata& metadata) {
   }
   for (const auto& [fqn, item] : metadata.values) {
     entries->entries.emplace_back(str(fqn), instance(kMetadataModule, "BytesStorageMetadata", {}));
-    storage->entries.emplace_back(instance(kMetadataModule, "MetadataIndex",
-                                           {{"fqn", str(fqn)}, {"offset", Object::none()}, {"index", Object::none()}}),
-                                  storage_info(item));
+    storage->entries.push_back(storage_entry(fqn, Object::none(), item));
   }
   auto paths = Object::of(Kind::Dict);
   for (const auto& [fqn, path] : metadata.paths) {

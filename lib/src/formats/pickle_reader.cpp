@@ -69,25 +69,15 @@ enum Op : std::uint8_t {
   kFrame = 0x95,
 };
 
-struct StorageType {
-  const char* name;
-  DType dtype;
-};
-
-constexpr StorageType kStorageTypes[] = {
-    {"DoubleStorage", DType::Float64},
-    {"FloatStorage", DType::Float32},
-    {"HalfStorage", DType::Float16},
-    {"BFloat16Storage", DType::BFloat16},
-    {"LongStorage", DType::Int64},
-    {"IntStorage", DType::Int32},
-    {"ShortStorage", DType::Int16},
-    {"CharStorage", DType::Int8},
-    {"ByteStorage", DType::UInt8},
-    {"BoolStorage", DType::Bool},
-    {"ComplexFloatStorage", DType::Complex64},
-    {"ComplexDoubleStorage", DType::Complex128},
-};
+// The dtype of the legacy storage class torch.<name> ("FloatStorage"), the
+// inverse of storage_class_name; nullopt for any other name.
+std::optional<DType> legacy_storage_dtype(const std::string& name) {
+  for (int d = 0; d <= static_cast<int>(kLastDType); ++d) {
+    const char* storage_class = storage_class_name(static_cast<DType>(d));
+    if (storage_class != nullptr && name == storage_class) return static_cast<DType>(d);
+  }
+  return std::nullopt;
+}
 
 std::string supported() {
   return "h5dcp converts dicts, lists, tuples, str, bytes, int, float, bool, None and dense tensors of dtype " +
@@ -261,6 +251,8 @@ class Unpickler {
     o->text = std::move(text);
     return o;
   }
+  // The `n` bytes that follow, as a str or bytes (the BINUNICODE and BINBYTES opcodes).
+  ObjectPtr counted_text(Kind kind, std::size_t n) { return make_text(kind, std::string(take(n), n)); }
   ObjectPtr make_int(std::int64_t value) {
     // Small ints are shared: they are most of a tensor's arguments, and
     // nothing changes an int once made.
@@ -311,6 +303,12 @@ class Unpickler {
   const ObjectPtr& top() const {
     if (stack_.size() <= floor()) fail("the stack is empty");
     return stack_.back();
+  }
+  // The top `n` objects, in the order they were pushed (TUPLE1..3).
+  std::vector<ObjectPtr> pop_top(std::size_t n) {
+    std::vector<ObjectPtr> items(n);
+    for (auto i = n; i > 0; --i) items[i - 1] = pop();
+    return items;
   }
   std::vector<ObjectPtr> pop_mark() {
     if (marks_.empty()) fail("there is no MARK");
@@ -415,31 +413,28 @@ class Unpickler {
     if (type.kind != Kind::Global) fail("a storage type is " + describe(type));
     // PyTorch 2.x: an UntypedStorage of numel bytes, typed by _rebuild_tensor_v3.
     const bool untyped = (type.text == "torch" || type.text == "torch.storage") && type.name == "UntypedStorage";
-    const StorageType* known = nullptr;
-    for (const auto& t : kStorageTypes)
-      if (type.text == "torch" && type.name == t.name) known = &t;
-    if (known == nullptr && !untyped)
+    const auto known = type.text == "torch" ? legacy_storage_dtype(type.name) : std::nullopt;
+    if (!known && !untyped)
       fail("storage type " + type.text + "." + type.name + " is not supported (" + supported() + ")");
+    const DType dtype = known.value_or(DType::UInt8);  // an UntypedStorage counts bytes
     if (a[2]->kind != Kind::Str || a[3]->kind != Kind::Str || a[4]->kind != Kind::Int || a[4]->integer < 0)
       fail("a storage's key, location or size is malformed");
-    if (!untyped && !product(a[4]->integer, static_cast<std::int64_t>(dtype_size(known->dtype))))
-      fail("storage '" + a[2]->text + "' of " + std::to_string(a[4]->integer) + " " +
-           std::string(dtype_name(known->dtype)) + " elements has more bytes than a 64-bit size can count");
+    if (!untyped && !product(a[4]->integer, static_cast<std::int64_t>(dtype_size(dtype))))
+      fail("storage '" + a[2]->text + "' of " + std::to_string(a[4]->integer) + " " + std::string(dtype_name(dtype)) +
+           " elements has more bytes than a 64-bit size can count");
     auto& storage = storages_[a[2]->text];
     if (!storage) {
-      auto fresh = std::make_shared<Storage>();
-      fresh->key = a[2]->text;
-      fresh->dtype = untyped ? DType::UInt8 : known->dtype;
-      fresh->numel = a[4]->integer;
-      fresh->location = a[3]->text;
-      fresh->untyped = untyped;
-      fresh->typed = !untyped;
-      storage = std::move(fresh);
+      storage = std::make_shared<Storage>(Storage{.key = a[2]->text,
+                                                  .dtype = dtype,
+                                                  .numel = a[4]->integer,
+                                                  .location = a[3]->text,
+                                                  .untyped = untyped,
+                                                  .typed = !untyped});
     } else {
       const auto bytes_named = storage->typed && untyped
                                    ? storage->numel * static_cast<std::int64_t>(dtype_size(storage->dtype))
                                    : storage->numel;
-      if (storage->untyped != untyped || (!untyped && storage->dtype != known->dtype) || bytes_named != a[4]->integer)
+      if (storage->untyped != untyped || (!untyped && storage->dtype != dtype) || bytes_named != a[4]->integer)
         fail("storage '" + a[2]->text + "' is named with two different types or sizes");
     }
     auto o = make(Kind::Storage);
@@ -661,6 +656,11 @@ class Unpickler {
     for (auto& item : items) list.items.push_back(std::move(item));
   }
 
+  // SETITEM(S) and APPEND(S) fill the object below what they popped (taken
+  // as an argument, so popped before top() is read).
+  void set_items_of_top(std::vector<ObjectPtr> pairs) { set_items(*top(), pairs); }
+  void append_to_top(std::vector<ObjectPtr> items) { append_items(*top(), items); }
+
   void step(std::uint8_t op) {
     switch (op) {
       case kProto: {
@@ -720,36 +720,12 @@ class Unpickler {
         push(Object::float_of(value));
         return;
       }
-      case kShortBinUnicode: {
-        const auto n = byte();
-        push(make_text(Kind::Str, std::string(take(n), n)));
-        return;
-      }
-      case kBinUnicode: {
-        const auto n = length(little<std::uint32_t>());
-        push(make_text(Kind::Str, std::string(take(n), n)));
-        return;
-      }
-      case kBinUnicode8: {
-        const auto n = length(little<std::uint64_t>());
-        push(make_text(Kind::Str, std::string(take(n), n)));
-        return;
-      }
-      case kShortBinBytes: {
-        const auto n = byte();
-        push(make_text(Kind::Bytes, std::string(take(n), n)));
-        return;
-      }
-      case kBinBytes: {
-        const auto n = length(little<std::uint32_t>());
-        push(make_text(Kind::Bytes, std::string(take(n), n)));
-        return;
-      }
-      case kBinBytes8: {
-        const auto n = length(little<std::uint64_t>());
-        push(make_text(Kind::Bytes, std::string(take(n), n)));
-        return;
-      }
+      case kShortBinUnicode: push(counted_text(Kind::Str, byte())); return;
+      case kBinUnicode: push(counted_text(Kind::Str, length(little<std::uint32_t>()))); return;
+      case kBinUnicode8: push(counted_text(Kind::Str, length(little<std::uint64_t>()))); return;
+      case kShortBinBytes: push(counted_text(Kind::Bytes, byte())); return;
+      case kBinBytes: push(counted_text(Kind::Bytes, length(little<std::uint32_t>()))); return;
+      case kBinBytes8: push(counted_text(Kind::Bytes, length(little<std::uint64_t>()))); return;
       case kEmptyList: push(container(Kind::List)); return;
       case kEmptyDict: push(container(Kind::Dict)); return;
       case kEmptyTuple: push(container(Kind::Tuple)); return;
@@ -760,24 +736,9 @@ class Unpickler {
         return;
       }
       case kTuple: push(tuple_of(pop_mark())); return;
-      case kTuple1: {
-        auto a = pop();
-        push(tuple_of({std::move(a)}));
-        return;
-      }
-      case kTuple2: {
-        auto b = pop();
-        auto a = pop();
-        push(tuple_of({std::move(a), std::move(b)}));
-        return;
-      }
-      case kTuple3: {
-        auto c = pop();
-        auto b = pop();
-        auto a = pop();
-        push(tuple_of({std::move(a), std::move(b), std::move(c)}));
-        return;
-      }
+      case kTuple1: push(tuple_of(pop_top(1))); return;
+      case kTuple2: push(tuple_of(pop_top(2))); return;
+      case kTuple3: push(tuple_of(pop_top(3))); return;
       case kDict: {
         auto dict = container(Kind::Dict);
         auto pairs = pop_mark();
@@ -785,28 +746,10 @@ class Unpickler {
         push(std::move(dict));
         return;
       }
-      case kSetItem: {
-        auto value = pop();
-        auto key = pop();
-        std::vector<ObjectPtr> pair{std::move(key), std::move(value)};
-        set_items(*top(), pair);
-        return;
-      }
-      case kSetItems: {
-        auto pairs = pop_mark();
-        set_items(*top(), pairs);
-        return;
-      }
-      case kAppend: {
-        std::vector<ObjectPtr> one{pop()};
-        append_items(*top(), one);
-        return;
-      }
-      case kAppends: {
-        auto items = pop_mark();
-        append_items(*top(), items);
-        return;
-      }
+      case kSetItem: set_items_of_top(pop_top(2)); return;
+      case kSetItems: set_items_of_top(pop_mark()); return;
+      case kAppend: append_to_top(pop_top(1)); return;
+      case kAppends: append_to_top(pop_mark()); return;
       case kGlobal: {
         auto module = line();
         auto name = line();

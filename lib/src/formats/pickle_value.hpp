@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -89,35 +90,20 @@ struct Object {
     o->kind = kind;
     return o;
   }
-  static ObjectPtr boolean_of(bool value) {
-    auto o = of(Kind::Bool);
-    o->boolean = value;
+  /// An object of `kind` whose `member` holds `value`: the factories below.
+  template <typename T>
+  static ObjectPtr holding(Kind kind, T Object::*member, std::type_identity_t<T> value) {
+    auto o = of(kind);
+    o.get()->*member = std::move(value);
     return o;
   }
-  static ObjectPtr int_of(std::int64_t value) {
-    auto o = of(Kind::Int);
-    o->integer = value;
-    return o;
-  }
-  static ObjectPtr float_of(double value) {
-    auto o = of(Kind::Float);
-    o->real = value;
-    return o;
-  }
-  static ObjectPtr str_of(std::string value) {
-    auto o = of(Kind::Str);
-    o->text = std::move(value);
-    return o;
-  }
-  static ObjectPtr bytes_of(std::string value) {
-    auto o = of(Kind::Bytes);
-    o->text = std::move(value);
-    return o;
-  }
+  static ObjectPtr boolean_of(bool value) { return holding(Kind::Bool, &Object::boolean, value); }
+  static ObjectPtr int_of(std::int64_t value) { return holding(Kind::Int, &Object::integer, value); }
+  static ObjectPtr float_of(double value) { return holding(Kind::Float, &Object::real, value); }
+  static ObjectPtr str_of(std::string value) { return holding(Kind::Str, &Object::text, std::move(value)); }
+  static ObjectPtr bytes_of(std::string value) { return holding(Kind::Bytes, &Object::text, std::move(value)); }
   static ObjectPtr tensor_of(TensorView view) {
-    auto o = of(Kind::Tensor);
-    o->tensor = std::make_shared<const TensorView>(std::move(view));
-    return o;
+    return holding(Kind::Tensor, &Object::tensor, std::make_shared<const TensorView>(std::move(view)));
   }
 };
 

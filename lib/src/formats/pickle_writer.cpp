@@ -155,6 +155,28 @@ class Pickler {
     op('R');
   }
 
+  // EMPTY_TUPLE, or MARK, the items, TUPLE.
+  void tuple(const std::vector<ObjectPtr>& items) {
+    if (items.empty()) return op(')');
+    op('(');
+    for (const auto& item : items) write(*item);
+    op('t');
+  }
+  void entry(const std::pair<ObjectPtr, ObjectPtr>& key_value) {
+    write(*key_value.first);
+    write(*key_value.second);
+  }
+  // `count` items, each written by `write_item`, as Python's pickler batches
+  // them: MARK, up to kBatch items, then `end` (APPENDS or SETITEMS).
+  template <typename WriteItem>
+  void batched(std::size_t count, char end, WriteItem&& write_item) {
+    for (std::size_t i = 0; i < count; i += kBatch) {
+      op('(');
+      for (std::size_t k = i; k < std::min(count, i + kBatch); ++k) write_item(k);
+      op(end);
+    }
+  }
+
   void write(const Object& o) {
     switch (o.kind) {
       case Kind::None: op('N'); return;
@@ -164,49 +186,24 @@ class Pickler {
       case Kind::Str: str(o.text); return;
       case Kind::Bytes: bytes(o.text); return;
       case Kind::Tensor: tensor(*o.tensor); return;
-      case Kind::Tuple: {
-        if (o.items.empty()) {
-          op(')');
-          return;
-        }
-        op('(');
-        for (const auto& item : o.items) write(*item);
-        op('t');
-        return;
-      }
-      case Kind::List: {
+      case Kind::Tuple: tuple(o.items); return;
+      case Kind::List:
         op(']');
-        for (std::size_t i = 0; i < o.items.size(); i += kBatch) {
-          op('(');
-          for (std::size_t k = i; k < std::min(o.items.size(), i + kBatch); ++k) write(*o.items[k]);
-          op('e');
-        }
+        batched(o.items.size(), 'e', [&](std::size_t k) { write(*o.items[k]); });
         return;
-      }
-      case Kind::Dict: {
+      case Kind::Dict:
         // Always MARK ... SETITEMS, also for one entry: Python reads both, and
         // LibTorch 1.13's own unpickler (torch::pickle_load) rejects SETITEM.
         op('}');
-        for (std::size_t i = 0; i < o.entries.size(); i += kBatch) {
-          op('(');
-          for (std::size_t k = i; k < std::min(o.entries.size(), i + kBatch); ++k) {
-            write(*o.entries[k].first);
-            write(*o.entries[k].second);
-          }
-          op('u');
-        }
+        batched(o.entries.size(), 'u', [&](std::size_t k) { entry(o.entries[k]); });
         return;
-      }
-      case Kind::Global: {
+      case Kind::Global:
         // A global (torch.float32), or with arguments a call of it (torch.Size((2, 3))).
         global(o.text.c_str(), o.name.c_str());
         if (o.items.empty()) return;
-        op('(');
-        for (const auto& item : o.items) write(*item);
-        op('t');
+        tuple(o.items);
         op('R');
         return;
-      }
       case Kind::Instance: {
         // As Python pickles a dataclass: cls.__new__(cls), then BUILD with its
         // state: the tuple its __getstate__ returns, else its fields' dict.
@@ -214,16 +211,11 @@ class Pickler {
         op(')');
         op('\x81');  // NEWOBJ
         if (!o.items.empty()) {
-          op('(');
-          for (const auto& item : o.items) write(*item);
-          op('t');
+          tuple(o.items);
         } else {
           op('}');
           op('(');
-          for (const auto& [key, value] : o.entries) {
-            write(*key);
-            write(*value);
-          }
+          for (const auto& e : o.entries) entry(e);
           op('u');
         }
         op('b');

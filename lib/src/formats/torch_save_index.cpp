@@ -134,7 +134,39 @@ class Indexer {
   std::uint64_t charged_ = 0;
 };
 
-void put_shape(ByteWriter& w, const Shape& s) { w.put_ints(s); }
+// The index's maps: their size, then each key and its value (`put_value`).
+template <typename Map, typename PutValue>
+void put_map(ByteWriter& w, const Map& map, PutValue&& put_value) {
+  w.put<std::uint64_t>(map.size());
+  for (const auto& [key, value] : map) {
+    w.put_string(key);
+    put_value(value);
+  }
+}
+template <typename Map, typename GetValue>
+void get_map(ByteReader& r, Map& map, GetValue&& get_value) {
+  for (auto n = r.get_count(); n > 0; --n) {
+    auto key = r.get_string();
+    map.emplace(std::move(key), get_value());
+  }
+}
+
+// A tensor's view of its storage: a whole tensor, or a chunk of a chunked one.
+void put_view(ByteWriter& w, const TorchTensorInfo& t) {
+  w.put_string(t.storage);
+  w.put(t.dtype);
+  w.put(t.storage_offset);
+  w.put_ints(t.sizes);
+  w.put_ints(t.strides);
+}
+TorchTensorInfo get_view(ByteReader& r) {
+  // Braced initializers are evaluated in order, the order put_view wrote.
+  return {.storage = r.get_string(),
+          .dtype = r.get<DType>(),
+          .storage_offset = r.get<std::int64_t>(),
+          .sizes = r.get_ints(),
+          .strides = r.get_ints()};
+}
 
 }  // namespace
 
@@ -188,55 +220,33 @@ std::int64_t tensor_bytes(const TorchTensorInfo& tensor) {
 Bytes encode(const TorchSaveIndex& index) {
   ByteWriter w;
   w.put<std::uint64_t>(index.file_size);
-  w.put<std::uint64_t>(index.containers.size());
-  for (const auto& [fqn, kind] : index.containers) {
-    w.put_string(fqn);
-    w.put(kind);
-  }
-  w.put<std::uint64_t>(index.storages.size());
-  for (const auto& [key, s] : index.storages) {
-    w.put_string(key);
+  put_map(w, index.containers, [&](ContainerKind kind) { w.put(kind); });
+  put_map(w, index.storages, [&](const TorchStorageInfo& s) {
     w.put(s.dtype);
     w.put(s.numel);
     w.put(s.data_offset);
     w.put(s.file);
-  }
-  w.put<std::uint64_t>(index.tensors.size());
-  for (const auto& [fqn, t] : index.tensors) {
-    w.put_string(fqn);
-    w.put_string(t.storage);
-    w.put(t.dtype);
-    w.put(t.storage_offset);
-    put_shape(w, t.sizes);
-    put_shape(w, t.strides);
-  }
-  w.put<std::uint64_t>(index.values.size());
-  for (const auto& [fqn, v] : index.values) {
-    w.put_string(fqn);
+  });
+  put_map(w, index.tensors, [&](const TorchTensorInfo& t) { put_view(w, t); });
+  put_map(w, index.values, [&](const TorchValueInfo& v) {
     w.put_string(v.encoding);
     w.put_string(v.payload);
-  }
+  });
   w.put<std::uint64_t>(index.files.size());
   for (std::size_t i = 0; i < index.files.size(); ++i) {
     w.put_string(index.files[i]);
     w.put(index.file_sizes.at(i));
   }
-  w.put<std::uint64_t>(index.chunked.size());
-  for (const auto& [fqn, t] : index.chunked) {
-    w.put_string(fqn);
+  put_map(w, index.chunked, [&](const TorchChunkedTensor& t) {
     w.put(t.dtype);
-    put_shape(w, t.size);
+    w.put_ints(t.size);
     w.put<std::uint64_t>(t.chunks.size());
     for (const auto& chunk : t.chunks) {
-      put_shape(w, chunk.box.offsets);
-      put_shape(w, chunk.box.sizes);
-      w.put_string(chunk.view.storage);
-      w.put(chunk.view.dtype);
-      w.put(chunk.view.storage_offset);
-      put_shape(w, chunk.view.sizes);
-      put_shape(w, chunk.view.strides);
+      w.put_ints(chunk.box.offsets);
+      w.put_ints(chunk.box.sizes);
+      put_view(w, chunk.view);
     }
-  }
+  });
   return w.take();
 }
 
@@ -244,58 +254,25 @@ TorchSaveIndex decode_torch_save_index(std::string_view bytes) {
   ByteReader r(bytes);
   TorchSaveIndex index;
   index.file_size = r.get<std::uint64_t>();
-  for (auto n = r.get_count(); n > 0; --n) {
-    auto fqn = r.get_string();
-    index.containers.emplace(std::move(fqn), r.get<ContainerKind>());
-  }
-  for (auto n = r.get_count(); n > 0; --n) {
-    auto key = r.get_string();
-    TorchStorageInfo s;
-    s.dtype = r.get<DType>();
-    s.numel = r.get<std::int64_t>();
-    s.data_offset = r.get<std::uint64_t>();
-    s.file = r.get<std::uint32_t>();
-    index.storages.emplace(std::move(key), s);
-  }
-  for (auto n = r.get_count(); n > 0; --n) {
-    auto fqn = r.get_string();
-    TorchTensorInfo t;
-    t.storage = r.get_string();
-    t.dtype = r.get<DType>();
-    t.storage_offset = r.get<std::int64_t>();
-    t.sizes = r.get_ints();
-    t.strides = r.get_ints();
-    index.tensors.emplace(std::move(fqn), std::move(t));
-  }
-  for (auto n = r.get_count(); n > 0; --n) {
-    auto fqn = r.get_string();
-    TorchValueInfo v;
-    v.encoding = r.get_string();
-    v.payload = r.get_string();
-    index.values.emplace(std::move(fqn), std::move(v));
-  }
+  get_map(r, index.containers, [&] { return r.get<ContainerKind>(); });
+  get_map(r, index.storages, [&] {
+    return TorchStorageInfo{.dtype = r.get<DType>(),
+                            .numel = r.get<std::int64_t>(),
+                            .data_offset = r.get<std::uint64_t>(),
+                            .file = r.get<std::uint32_t>()};
+  });
+  get_map(r, index.tensors, [&] { return get_view(r); });
+  get_map(r, index.values, [&] { return TorchValueInfo{.encoding = r.get_string(), .payload = r.get_string()}; });
   for (auto n = r.get_count(); n > 0; --n) {
     index.files.push_back(r.get_string());
     index.file_sizes.push_back(r.get<std::uint64_t>());
   }
-  for (auto n = r.get_count(); n > 0; --n) {
-    auto fqn = r.get_string();
-    TorchChunkedTensor t;
-    t.dtype = r.get<DType>();
-    t.size = r.get_ints();
-    for (auto k = r.get_count(1); k > 0; --k) {
-      TorchTensorChunk chunk;
-      chunk.box.offsets = r.get_ints();
-      chunk.box.sizes = r.get_ints();
-      chunk.view.storage = r.get_string();
-      chunk.view.dtype = r.get<DType>();
-      chunk.view.storage_offset = r.get<std::int64_t>();
-      chunk.view.sizes = r.get_ints();
-      chunk.view.strides = r.get_ints();
-      t.chunks.push_back(std::move(chunk));
-    }
-    index.chunked.emplace(std::move(fqn), std::move(t));
-  }
+  get_map(r, index.chunked, [&] {
+    TorchChunkedTensor t{.dtype = r.get<DType>(), .size = r.get_ints(), .chunks = {}};
+    for (auto k = r.get_count(1); k > 0; --k)
+      t.chunks.push_back({.box = {.offsets = r.get_ints(), .sizes = r.get_ints()}, .view = get_view(r)});
+    return t;
+  });
   if (!r.done()) throw Error("h5dcp: corrupt message (trailing bytes after a torch.save index)");
   return index;
 }

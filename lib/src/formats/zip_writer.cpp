@@ -36,6 +36,21 @@ std::uint32_t crc32_of(std::uint32_t crc, const void* data, std::size_t size) {
 
 std::uint32_t clip32(std::uint64_t value) { return value >= kMax32 ? kMax32 : static_cast<std::uint32_t>(value); }
 
+// The fields a local header and a central directory header share (4.3.7,
+// 4.3.12), from the version needed to extract to the extra field's length.
+void put_shared_fields(ByteWriter& w, std::uint32_t crc, std::size_t name_size, std::size_t extra_size) {
+  w.put<std::uint16_t>(kVersionZip64);
+  w.put<std::uint16_t>(0);  // flags: sizes in this header, names plain ASCII
+  w.put<std::uint16_t>(0);  // stored
+  w.put<std::uint16_t>(0);  // time
+  w.put<std::uint16_t>(kDosDate);
+  w.put<std::uint32_t>(crc);
+  w.put<std::uint32_t>(kMax32);  // sizes: in the ZIP64 extra field
+  w.put<std::uint32_t>(kMax32);
+  w.put<std::uint16_t>(static_cast<std::uint16_t>(name_size));
+  w.put<std::uint16_t>(static_cast<std::uint16_t>(extra_size));
+}
+
 }  // namespace
 
 ZipWriter::ZipWriter(int fd, std::string path, std::string archive_name)
@@ -61,16 +76,8 @@ void ZipWriter::begin_record(const std::string& name, std::uint64_t size) {
 
   ByteWriter w;
   w.put<std::uint32_t>(kLocalHeader);
-  w.put<std::uint16_t>(kVersionZip64);
-  w.put<std::uint16_t>(0);  // flags: sizes in this header, names plain ASCII
-  w.put<std::uint16_t>(0);  // stored
-  w.put<std::uint16_t>(0);  // time
-  w.put<std::uint16_t>(kDosDate);
-  w.put<std::uint32_t>(0);       // the CRC-32, written by end_record
-  w.put<std::uint32_t>(kMax32);  // sizes: in the ZIP64 extra field
-  w.put<std::uint32_t>(kMax32);
-  w.put<std::uint16_t>(static_cast<std::uint16_t>(full.size()));
-  w.put<std::uint16_t>(static_cast<std::uint16_t>(kLocalZip64Extra + kPaddingHeader + padding));
+  // The CRC-32 is 0 until end_record writes it.
+  put_shared_fields(w, 0, full.size(), kLocalZip64Extra + kPaddingHeader + padding);
   auto header = w.take();
   header += full;
   ByteWriter extra;
@@ -130,22 +137,13 @@ std::uint64_t ZipWriter::finish() {
     const auto full = prefix_ + entry.name;
     ByteWriter w;
     w.put<std::uint32_t>(kCentralHeader);
-    w.put<std::uint16_t>(kVersionZip64);  // made by
-    w.put<std::uint16_t>(kVersionZip64);  // needed
-    w.put<std::uint16_t>(0);
-    w.put<std::uint16_t>(0);
-    w.put<std::uint16_t>(0);
-    w.put<std::uint16_t>(kDosDate);
-    w.put<std::uint32_t>(entry.crc);
-    w.put<std::uint32_t>(kMax32);
-    w.put<std::uint32_t>(kMax32);
-    w.put<std::uint16_t>(static_cast<std::uint16_t>(full.size()));
-    w.put<std::uint16_t>(4 + 24);  // the ZIP64 extra field
-    w.put<std::uint16_t>(0);       // comment
-    w.put<std::uint16_t>(0);       // disk
-    w.put<std::uint16_t>(0);       // internal attributes
-    w.put<std::uint32_t>(0);       // external attributes
-    w.put<std::uint32_t>(kMax32);  // the local header's offset: in the ZIP64 extra field
+    w.put<std::uint16_t>(kVersionZip64);                   // made by
+    put_shared_fields(w, entry.crc, full.size(), 4 + 24);  // the extra field: ZIP64's
+    w.put<std::uint16_t>(0);                               // comment
+    w.put<std::uint16_t>(0);                               // disk
+    w.put<std::uint16_t>(0);                               // internal attributes
+    w.put<std::uint32_t>(0);                               // external attributes
+    w.put<std::uint32_t>(kMax32);                          // the local header's offset: in the ZIP64 extra field
     auto part = w.take();
     part += full;
     ByteWriter extra;
