@@ -3,7 +3,8 @@
 decoder in lib/src/plan/codec.cpp, lib/src/formats/torch_save_index.cpp and
 lib/src/training/param_agreement.cpp,
 in their encoding (lib/src/base/byte_codec.hpp: little-endian fixed-width
-integers; strings and int64 lists prefixed with a uint64 count), each after
+integers; bools and enums one byte; strings and lists prefixed with a uint64
+count; an optional a presence byte, then its value), each after
 the byte that picks the decoder. Plain Python, no dependencies.
 
     python3 tests/fuzz/make_codec_seeds.py [tests/fuzz/corpus/codec]
@@ -36,9 +37,9 @@ def containers(c): return u64(len(c)) + b"".join(text(f) + u8(k) for f, k in c)
 def save_plan():
     items = [
         text("model/weight") + u8(1) + u64(0) + u8(SHARD) + u8(F32) + ints([6, 4]) + chunk([0, 0], [3, 4]) + text("") + text(""),
-        text("model/bias") + u8(0) + u64(0) + u8(TENSOR) + u8(BF16) + ints([4]) + chunk([0], [4]) + text("") + text(""),
-        text("step") + u8(0) + u64(0) + u8(VALUE) + u8(F32) + ints([]) + chunk([], []) + text("int") + text(i64(7)),
-        text("name") + u8(0) + u64(0) + u8(VALUE) + u8(F32) + ints([]) + chunk([], []) + text("str") + text("adam"),
+        text("model/bias") + u8(0) + u8(TENSOR) + u8(BF16) + ints([4]) + chunk([0], [4]) + text("") + text(""),
+        text("step") + u8(0) + u8(VALUE) + u8(F32) + ints([]) + chunk([], []) + text("int") + text(i64(7)),
+        text("name") + u8(0) + u8(VALUE) + u8(F32) + ints([]) + chunk([], []) + text("str") + text("adam"),
     ]
     return u64(len(items)) + b"".join(items) + containers([("model", DICT), ("optim/groups", LIST)])
 
@@ -52,9 +53,7 @@ def global_plan():
     values = [text("step") + text("int") + text(i64(7)) + i32(0), text("none") + text("none") + text("") + i32(1)]
     return (text("/ckpt/.ckpt.h5.h5dcp-partial.0123456789abcdef") + text("2026-11-22T00:00:00Z") + i32(2)
             + containers([("model", DICT)]) + u64(len(tensors)) + b"".join(tensors)
-            + u64(len(values)) + b"".join(values)
-            + u64(2) + text("model-00001-of-00002.safetensors") + u64(4096)
-            + text("model-00002-of-00002.safetensors") + u64(4096))
+            + u64(len(values)) + b"".join(values))
 
 
 def metadata():
@@ -81,7 +80,7 @@ def index():
 
 
 def torch_index():
-    # key, dtype, numel, data offset, file (an index into the files listed last)
+    # key, dtype, numel, data offset, file (an index into the files listed after the values)
     storages = [text("0") + u8(F32) + i64(12) + u64(1024) + u32(1), text("1") + u8(BOOL) + i64(3) + u64(2048) + u32(0)]
     tensors = [text("model/w") + text("0") + u8(F32) + i64(0) + ints([3, 4]) + ints([4, 1]),
                text("model/t") + text("0") + u8(F32) + i64(1) + ints([4, 3]) + ints([1, 4]),
@@ -90,8 +89,10 @@ def torch_index():
     return (u64(4096) + u64(2) + text("model") + u8(DICT) + text("list") + u8(LIST)
             + u64(len(storages)) + b"".join(storages) + u64(len(tensors)) + b"".join(tensors)
             + u64(len(values)) + b"".join(values)
-            + u64(2) + text("model-00001-of-00002.safetensors") + u64(4096)
-            + text("model-00002-of-00002.safetensors") + u64(4096))
+            + u64(2) + text("model-00001-of-00002.safetensors") + text("model-00002-of-00002.safetensors")
+            + u64(2) + u64(4096) + u64(4096)
+            + u64(1) + text("sharded") + u8(F32) + ints([2, 4]) + u64(1)
+            + chunk([0, 0], [2, 4]) + text("0") + u8(F32) + i64(0) + ints([2, 4]) + ints([4, 1]))
 
 
 def signatures():

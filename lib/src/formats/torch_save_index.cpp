@@ -8,6 +8,17 @@
 #include "base/key_escape.hpp"
 #include "base/value_payload.hpp"
 #include "h5dcp/error.hpp"
+#include "plan/codec.hpp"
+
+namespace h5dcp {
+H5DCP_MESSAGE_FIELDS(detail::TorchStorageInfo, m.dtype, m.numel, m.data_offset, m.file);
+H5DCP_MESSAGE_FIELDS(detail::TorchTensorInfo, m.storage, m.dtype, m.storage_offset, m.sizes, m.strides);
+H5DCP_MESSAGE_FIELDS(detail::TorchValueInfo, m.encoding, m.payload);
+H5DCP_MESSAGE_FIELDS(detail::TorchTensorChunk, m.box, m.view);
+H5DCP_MESSAGE_FIELDS(detail::TorchChunkedTensor, m.dtype, m.size, m.chunks);
+H5DCP_MESSAGE_FIELDS(detail::TorchSaveIndex, m.file_size, m.containers, m.storages, m.tensors, m.values, m.files,
+                     m.file_sizes, m.chunked);
+}  // namespace h5dcp
 
 namespace h5dcp::detail {
 namespace {
@@ -134,40 +145,6 @@ class Indexer {
   std::uint64_t charged_ = 0;
 };
 
-// The index's maps: their size, then each key and its value (`put_value`).
-template <typename Map, typename PutValue>
-void put_map(ByteWriter& w, const Map& map, PutValue&& put_value) {
-  w.put<std::uint64_t>(map.size());
-  for (const auto& [key, value] : map) {
-    w.put_string(key);
-    put_value(value);
-  }
-}
-template <typename Map, typename GetValue>
-void get_map(ByteReader& r, Map& map, GetValue&& get_value) {
-  for (auto n = r.get_count(); n > 0; --n) {
-    auto key = r.get_string();
-    map.emplace(std::move(key), get_value());
-  }
-}
-
-// A tensor's view of its storage: a whole tensor, or a chunk of a chunked one.
-void put_view(ByteWriter& w, const TorchTensorInfo& t) {
-  w.put_string(t.storage);
-  w.put(t.dtype);
-  w.put(t.storage_offset);
-  w.put_ints(t.sizes);
-  w.put_ints(t.strides);
-}
-TorchTensorInfo get_view(ByteReader& r) {
-  // Braced initializers are evaluated in order, the order put_view wrote.
-  return {.storage = r.get_string(),
-          .dtype = r.get<DType>(),
-          .storage_offset = r.get<std::int64_t>(),
-          .sizes = r.get_ints(),
-          .strides = r.get_ints()};
-}
-
 }  // namespace
 
 void index_torch_object(const pickle::Object& object, const std::string& fqn, TorchSaveIndex& index,
@@ -217,63 +194,11 @@ std::int64_t tensor_bytes(const TorchTensorInfo& tensor) {
   return volume(tensor.sizes) * static_cast<std::int64_t>(dtype_size(tensor.dtype));
 }
 
-Bytes encode(const TorchSaveIndex& index) {
-  ByteWriter w;
-  w.put<std::uint64_t>(index.file_size);
-  put_map(w, index.containers, [&](ContainerKind kind) { w.put(kind); });
-  put_map(w, index.storages, [&](const TorchStorageInfo& s) {
-    w.put(s.dtype);
-    w.put(s.numel);
-    w.put(s.data_offset);
-    w.put(s.file);
-  });
-  put_map(w, index.tensors, [&](const TorchTensorInfo& t) { put_view(w, t); });
-  put_map(w, index.values, [&](const TorchValueInfo& v) {
-    w.put_string(v.encoding);
-    w.put_string(v.payload);
-  });
-  w.put<std::uint64_t>(index.files.size());
-  for (std::size_t i = 0; i < index.files.size(); ++i) {
-    w.put_string(index.files[i]);
-    w.put(index.file_sizes.at(i));
-  }
-  put_map(w, index.chunked, [&](const TorchChunkedTensor& t) {
-    w.put(t.dtype);
-    w.put_ints(t.size);
-    w.put<std::uint64_t>(t.chunks.size());
-    for (const auto& chunk : t.chunks) {
-      w.put_ints(chunk.box.offsets);
-      w.put_ints(chunk.box.sizes);
-      put_view(w, chunk.view);
-    }
-  });
-  return w.take();
-}
+Bytes encode(const TorchSaveIndex& index) { return encode_message(index); }
 
 TorchSaveIndex decode_torch_save_index(std::string_view bytes) {
-  ByteReader r(bytes);
-  TorchSaveIndex index;
-  index.file_size = r.get<std::uint64_t>();
-  get_map(r, index.containers, [&] { return r.get<ContainerKind>(); });
-  get_map(r, index.storages, [&] {
-    return TorchStorageInfo{.dtype = r.get<DType>(),
-                            .numel = r.get<std::int64_t>(),
-                            .data_offset = r.get<std::uint64_t>(),
-                            .file = r.get<std::uint32_t>()};
-  });
-  get_map(r, index.tensors, [&] { return get_view(r); });
-  get_map(r, index.values, [&] { return TorchValueInfo{.encoding = r.get_string(), .payload = r.get_string()}; });
-  for (auto n = r.get_count(); n > 0; --n) {
-    index.files.push_back(r.get_string());
-    index.file_sizes.push_back(r.get<std::uint64_t>());
-  }
-  get_map(r, index.chunked, [&] {
-    TorchChunkedTensor t{.dtype = r.get<DType>(), .size = r.get_ints(), .chunks = {}};
-    for (auto k = r.get_count(1); k > 0; --k)
-      t.chunks.push_back({.box = {.offsets = r.get_ints(), .sizes = r.get_ints()}, .view = get_view(r)});
-    return t;
-  });
-  if (!r.done()) throw Error("h5dcp: corrupt message (trailing bytes after a torch.save index)");
+  auto index = ByteReader::decode<TorchSaveIndex>(bytes);
+  if (index.file_sizes.size() != index.files.size()) throw Error("h5dcp: corrupt message (a torch.save index's files)");
   return index;
 }
 

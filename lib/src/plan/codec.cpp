@@ -3,14 +3,9 @@
 namespace h5dcp {
 namespace detail {
 template <>
-struct LastEnumerator<ContainerKind> {
-  static constexpr ContainerKind value = ContainerKind::List;
-};
-template <>
 struct LastEnumerator<WriteItemType> {
   static constexpr WriteItemType value = WriteItemType::Value;
 };
-
 }  // namespace detail
 
 H5DCP_MESSAGE_FIELDS(TensorStorageMetadata, m.properties.dtype, m.size, m.chunks);

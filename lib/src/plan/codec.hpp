@@ -10,8 +10,14 @@
 #include "plan/checksum_layout.hpp"
 
 namespace h5dcp {
+namespace detail {
+template <>
+struct LastEnumerator<ContainerKind> {
+  static constexpr ContainerKind value = ContainerKind::List;
+};
+}  // namespace detail
 H5DCP_MESSAGE_FIELDS(ChunkStorageMetadata, m.offsets, m.sizes);
-}
+}  // namespace h5dcp
 
 namespace h5dcp::detail {
 
