@@ -26,7 +26,7 @@ if [ ! -f "$build_dir/compile_commands.json" ]; then
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH5DCP_PYTHON="$H5DCP_VENV/bin/python" >/dev/null
 fi
 read -r -a layers <<< "${H5DCP_TIDY_LAYERS:-base plan storage formats comm hdf5 torch training api interop manager}"
-mapfile -t tidy_sources < <(for layer in "${layers[@]}"; do ls lib/src/"$layer"/*.cpp; done)
+mapfile -t tidy_sources < <(for layer in "${layers[@]}"; do find lib/src/"$layer" -name '*.cpp' | sort; done)
 # g++'s warning flags in the compile commands are unknown to clang: not an error.
 printf '%s\n' "${tidy_sources[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy-14 -p "$build_dir" --quiet \
   --warnings-as-errors='*' --extra-arg=-Wno-unknown-warning-option

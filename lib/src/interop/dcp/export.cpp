@@ -275,26 +275,16 @@ std::vector<WrittenItem> write_items(const std::string& src, const ExportPlan& p
     // Larger blocks are written as several DCP chunks of whole rows, each
     // read, written and dropped in turn (ExportSource::read_in_pieces).
     detail::ExportSource source(src);
-    Progress done;
-    const auto piece_bytes = [&](const detail::RowPiece& p) {
-      const auto& t = plan.tensors[p.tensor];
-      return p.rows * detail::row_bytes(t.shape, static_cast<std::int64_t>(dtype_size(t.dtype)));
-    };
-    for (const auto& p : pieces) done.bytes_total += piece_bytes(p);
-    done.items_total = static_cast<std::int64_t>(pieces.size());
-    for (const auto& p : pieces) {
+    detail::PiecesProgress done(progress, pieces, plan.tensors);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const auto& p = pieces[i];
       const auto& t = plan.tensors[p.tensor];
       source.read_in_pieces(t.fqn, detail::rows_box(t.shape, p),
                             [&](const ChunkStorageMetadata& box, const at::Tensor& block) {
                               const auto [offset, length] = file.append_tensor(block, t.dtype);
                               items.push_back({t.key, true, box, offset, length});
                             });
-      if (progress) {
-        done.items_done += 1;
-        done.bytes_done += piece_bytes(p);
-        done.current = t.fqn;
-        progress(done);
-      }
+      done.piece_done(i, t.fqn);
     }
     source.close();
   }

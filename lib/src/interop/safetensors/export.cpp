@@ -258,14 +258,9 @@ void write_pieces(const std::string& src, const Layout& layout, const std::vecto
   if (pieces.empty()) return;
   detail::ExportSource source(src);
   std::vector<detail::FileDescriptor> files(layout.temporary_files.size());
-  Progress done;
-  const auto piece_bytes = [&](const detail::RowPiece& p) {
-    const auto& e = layout.entries[p.tensor];
-    return p.rows * detail::row_bytes(e.shape, static_cast<std::int64_t>(dtype_size(e.dtype)));
-  };
-  for (const auto& p : pieces) done.bytes_total += piece_bytes(p);
-  done.items_total = static_cast<std::int64_t>(pieces.size());
-  for (const auto& p : pieces) {
+  detail::PiecesProgress done(progress, pieces, layout.entries);
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const auto& p = pieces[i];
     const auto& e = layout.entries[p.tensor];
     auto& fd = files[e.shard];
     if (!fd) fd = detail::FileDescriptor::open(layout.temporary_files[e.shard], O_WRONLY);
@@ -281,12 +276,7 @@ void write_pieces(const std::string& src, const Layout& layout, const std::vecto
                   detail::pwrite_fully(fd.get(), block.data_ptr(), static_cast<std::size_t>(block.nbytes()), at))
             throw IoError("h5dcp: writing '" + layout.temporary_files[e.shard] + "' failed: " + std::strerror(error));
         });
-    if (progress) {
-      done.items_done += 1;
-      done.bytes_done += piece_bytes(p);
-      done.current = e.fqn;
-      progress(done);
-    }
+    done.piece_done(i, e.fqn);
   }
   for (std::size_t k = 0; k < files.size(); ++k)
     if (files[k] && ::fsync(files[k].get()) != 0)

@@ -11,8 +11,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "h5dcp/progress.hpp"
 #include "hdf5/container_reader.hpp"
+#include "plan/row_split.hpp"
 
 namespace h5dcp::detail {
 
@@ -58,6 +61,36 @@ class ExportSource {
 
   CheckpointIndex index_;
   std::optional<ContainerReader> reader_;
+};
+
+/// The progress of an export's row pieces of `tensors` (each with a shape
+/// and a dtype): their totals, then a report to `callback` (if set) as each
+/// piece is done.
+class PiecesProgress {
+ public:
+  template <typename Tensors>
+  PiecesProgress(const ProgressCallback& callback, const std::vector<RowPiece>& pieces, const Tensors& tensors)
+      : callback_(callback) {
+    for (const auto& p : pieces) {
+      const auto& t = tensors[p.tensor];
+      bytes_.push_back(p.rows * row_bytes(t.shape, static_cast<std::int64_t>(dtype_size(t.dtype))));
+      done_.bytes_total += bytes_.back();
+    }
+    done_.items_total = static_cast<std::int64_t>(pieces.size());
+  }
+  /// Piece `i` (of the tensor `fqn`) is written.
+  void piece_done(std::size_t i, const std::string& fqn) {
+    if (!callback_) return;
+    done_.items_done += 1;
+    done_.bytes_done += bytes_.at(i);
+    done_.current = fqn;
+    callback_(done_);
+  }
+
+ private:
+  const ProgressCallback& callback_;
+  std::vector<std::int64_t> bytes_;
+  Progress done_;
 };
 
 /// Creates the file `path` (which must not exist), writes `bytes` into it and
