@@ -121,7 +121,8 @@ class ByteWriter {
 /// anything.
 template <typename T>
 constexpr std::size_t min_wire_size() {
-  if constexpr (std::is_same_v<T, bool> || std::is_enum_v<T>)
+  // bools, enums, an optional's presence and a variant's index: one byte
+  if constexpr (std::is_same_v<T, bool> || std::is_enum_v<T> || IsOptional<T>::value || IsVariant<T>::value)
     return 1;
   else if constexpr (std::is_arithmetic_v<T>)
     return sizeof(T);
@@ -131,8 +132,6 @@ constexpr std::size_t min_wire_size() {
     }(static_cast<decltype(MessageFields<T>::of(std::declval<T&>()))*>(nullptr));
   else if constexpr (IsPair<T>::value)
     return min_wire_size<typename T::first_type>() + min_wire_size<typename T::second_type>();
-  else if constexpr (IsOptional<T>::value || IsVariant<T>::value)
-    return 1;
   else
     return sizeof(std::uint64_t);
 }
