@@ -118,20 +118,23 @@ def change(x, salt):
 
 
 def changed(j, salt, key=""):
-    """A JSON value with every float and every integer count of bytes (a key ending in "bytes") changed."""
+    """A JSON value with every float, every integer count of bytes (a key ending in "bytes") and every
+    integer of a bench's recorded bounds (a key ending in "_bounds": the settle wait's 45 s limit,
+    written as the integer it is) changed."""
     if isinstance(j, dict):
         return {k: changed(v, salt, k) for k, v in j.items()}
     if isinstance(j, list):
         return [changed(v, salt, key) for v in j]
-    if isinstance(j, float) or (isinstance(j, int) and not isinstance(j, bool) and key.endswith("bytes")):
+    if isinstance(j, float) or (isinstance(j, int) and not isinstance(j, bool) and key.endswith(("bytes", "_bounds"))):
         return type(j)(change(j, salt))
     return j
 
 
 def perturb(src, dst, salt):
-    """A copy of the results directory with every measured value changed (counts, strings kept)."""
+    """A copy of the results directory with every measured value changed (counts, strings kept): in
+    text files each decimal, and each byte count the planning bench prints after "sends" or "receives"."""
     shutil.copytree(src, dst)
-    decimal = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
+    decimal = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])|(?<=sends )\d+\b|(?<=receives )\d+\b")
     for root, _, files in os.walk(dst):
         for f in files:
             path = os.path.join(root, f)
@@ -143,7 +146,9 @@ def perturb(src, dst, salt):
                 json.dump(changed(j, salt), open(path, "w"))
             elif f.endswith(".txt"):
                 text = open(path, encoding="utf-8", errors="replace").read()
-                open(path, "w").write(decimal.sub(lambda m: f"{change(float(m.group()), salt):.6f}", text))
+                open(path, "w").write(decimal.sub(
+                    lambda m: f"{change(float(m.group()), salt):.6f}" if "." in m.group()
+                    else str(round(change(int(m.group()), salt))), text))
 
 
 def strings_of(results):
