@@ -3,24 +3,15 @@
 
 #include "comm/plain_calls.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <climits>
 #include <string>
 
 #include "comm/comm.hpp"
+#include "comm/node_survey.hpp"
 #include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
 namespace {
-
-std::string host_name() {
-  char name[HOST_NAME_MAX + 1] = "";
-  if (::gethostname(name, sizeof name) != 0) return "unknown";
-  name[HOST_NAME_MAX] = '\0';
-  return name;
-}
 
 // Frees a communicator MPI_Comm_split_type made, on every path.
 class OwnedComm {
@@ -75,16 +66,10 @@ void require_thread_multiple(const std::string& what) {
 
 NodePlacement node_placement(MPI_Comm comm) {
   NodePlacement local;
-  if (!mpi_is_active()) {
-    local.node = host_name();
-    return local;
-  }
+  local.node = processor_name();
+  if (!mpi_is_active()) return local;
   // Our own duplicate: MPI errors come back as codes (IoError), not aborts.
   const Comm dup(comm);
-  char name[MPI_MAX_PROCESSOR_NAME] = "";
-  int length = 0;
-  check_mpi(MPI_Get_processor_name(name, &length), "MPI_Get_processor_name");
-  local.node.assign(name, static_cast<std::size_t>(length));
   // Keyed by rank: local ranks follow the order of the ranks on the node.
   OwnedComm node;
   check_mpi(MPI_Comm_split_type(dup.raw(), MPI_COMM_TYPE_SHARED, dup.rank(), MPI_INFO_NULL, node.out()),
