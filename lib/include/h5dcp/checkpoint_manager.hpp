@@ -56,6 +56,7 @@
 
 #include <cstdint>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,8 +74,62 @@ struct Retention {
   std::int64_t keep_every = 0;  ///< also keep every step that is a multiple of K, forever; 0: none
 };
 
+/// The node-local tier of a manager (issue 50): checkpoints written to each
+/// node's own storage (a local SSD, a tmpfs) every few steps, with copies of
+/// each node's data on other nodes, so that a job that lost nodes restarts
+/// from a recent step without reading the shared file system.
+///
+/// NOT IMPLEMENTED YET: a manager validates these options (collectively:
+/// every rank must pass the same, UsageError otherwise) and keeps them
+/// (CheckpointManager::options()), but saves and loads do not use them; the
+/// shared directory is the only tier.
+///
+/// The run identity (`run_id`): every local file records it, and recovery
+/// uses only copies of its own run, so that a node's leftovers of another
+/// job are never mixed in. Empty: derived when the manager is made, the
+/// coordinator's SLURM_JOB_ID (or "nojob" outside Slurm) and its clock at
+/// that moment, broadcast to every rank ("<job>-<UTC time stamp>"). A job
+/// that should recover from a previous job's local copies (a requeued
+/// Slurm job keeps its SLURM_JOB_ID, not its time) passes the previous
+/// run's identity, e.g. one it stored in its shared checkpoints.
+struct LocalTierOptions {
+  /// Each node's local directory; "{node}" is replaced by the node's name
+  /// (every "{node}", e.g. "/local/ckpt/{node}" or "/tmp/{node}-ckpt").
+  /// Without the placeholder every node uses the same path, which must then
+  /// be private to each node (a node-local disk), never a shared file system.
+  std::string directory;
+  /// How many other nodes hold a copy of each node's data (>= 0; 0: only the
+  /// node's own copy). Copies never go to the node itself, nor to a node of
+  /// its group (below): the job needs `replicas` + 1 nodes (groups).
+  int replicas = 1;
+  /// A local checkpoint every N steps (>= 1; every step is the goal).
+  std::int64_t every_steps = 1;
+  /// Every N steps the local checkpoint is also saved to the shared
+  /// directory (>= 0, a multiple of `every_steps`; 0: never, the shared
+  /// directory gets only the steps saved there explicitly).
+  std::int64_t drain_every_steps = 0;
+  /// How many local steps each node keeps (>= 1), the newest.
+  int keep = 2;
+  /// Failure domains: the group (rack, switch, power domain) of each node
+  /// by name; no copy goes to a node of the same group. Every node of the job
+  /// needs a group when any is given. Empty: `groups_variable`, else every
+  /// node is its own group.
+  std::map<std::string, std::string> groups;
+  /// The name of an environment variable holding the groups as
+  /// "node=group,node=group,..." (whitespace around names ignored), read on
+  /// every rank, which must see the same value. Set only one of `groups` and
+  /// `groups_variable`; a variable named but unset is an error.
+  std::string groups_variable;
+  /// This run's identity (see above; at most 256 printable ASCII characters,
+  /// no spaces); empty: derived.
+  std::string run_id;
+};
+
 struct ManagerOptions {
   int coordinator = 0;  ///< rank that lists the directory, writes `latest` and removes old checkpoints
+  /// The node-local tier; std::nullopt: none. Validated and kept, not used
+  /// yet (LocalTierOptions).
+  std::optional<LocalTierOptions> local;
 };
 
 /// A checkpoint of the directory.
@@ -105,7 +160,8 @@ class CheckpointManager {
   /// and temporary `latest` files (names in removed_orphans()). Throws
   /// CheckpointError on every rank when the directory cannot be made, is in
   /// use by another manager (another job, or this process), or cannot be
-  /// cleaned; UsageError when ranks pass different directories.
+  /// cleaned; UsageError when ranks pass different directories or options,
+  /// or options.local is not valid (LocalTierOptions).
   explicit CheckpointManager(std::string directory, Retention retention = {}, MPI_Comm comm = MPI_COMM_WORLD,
                              ManagerOptions options = {});
   /// Waits for the save in flight and publishes it (errors are printed, not
@@ -117,6 +173,8 @@ class CheckpointManager {
 
   const std::string& directory() const noexcept { return directory_; }
   const Retention& retention() const noexcept { return retention_; }
+  /// The options the manager was made with (the same on every rank).
+  const ManagerOptions& options() const noexcept;
   /// DIR/step-<step, 8 digits or more>.h5. Not collective.
   std::string path_for(std::int64_t step) const;
   /// The orphaned files the constructor removed (full paths, every rank).

@@ -24,6 +24,7 @@
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/save_plan_cache.hpp"
+#include "manager/local_tier.hpp"
 #include "storage/checkpoint_directory.hpp"
 
 namespace h5dcp {
@@ -128,6 +129,9 @@ CheckpointManager::CheckpointManager(std::string directory, Retention retention,
   if (directory_.empty()) throw UsageError("h5dcp: CheckpointManager needs a directory");
   if (retention_.keep_last < 0 || retention_.keep_every < 0)
     throw UsageError("h5dcp: Retention::keep_last and keep_every must be >= 0");
+  // The local tier is only checked and kept so far (LocalTierOptions).
+  c.require_same("CheckpointManager", detail::local_tier_settings(options.local));
+  if (options.local) detail::validate_local_tier(*options.local);
   const auto removed = c.broadcast("checkpoint-manager:start", [&] {
     detail::create_directories_durably(directory_);
     // Before anything in the directory is touched: a second job's manager
@@ -163,6 +167,8 @@ CheckpointManager::~CheckpointManager() {
   impl.saver.finish();  // waits for nothing: no save is in flight any more
   impl.lock.reset();    // the directory is free for the next manager
 }
+
+const ManagerOptions& CheckpointManager::options() const noexcept { return impl_->options; }
 
 std::string CheckpointManager::path_for(std::int64_t step) const { return directory_ + "/" + file_name_for(step); }
 

@@ -1,0 +1,59 @@
+#pragma once
+// The node-local tier's policy that needs no files yet (issue 50): checking
+// a manager's LocalTierOptions, the failure-domain groups they give, each
+// node's local directory, and the replica placement of a job from its node
+// survey (comm/node_survey.hpp) and plan/replica_placement.hpp.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "h5dcp/checkpoint_manager.hpp"
+#include "plan/replica_placement.hpp"
+
+namespace h5dcp::detail {
+
+/// Throws UsageError naming the first field of `options` that is not valid
+/// (LocalTierOptions: an empty directory, replicas < 0, every_steps < 1,
+/// drain_every_steps < 0 or not a multiple of every_steps, keep < 1, both
+/// groups and groups_variable, a group entry with an empty name, a
+/// run_id that is too long or not printable ASCII without spaces).
+void validate_local_tier(const LocalTierOptions& options);
+
+/// `local` as settings for Comm::require_same (every rank must pass the
+/// same): one "local" setting "none" without a tier, else one per field.
+std::vector<Setting> local_tier_settings(const std::optional<LocalTierOptions>& local);
+
+/// "node=group,node=group,...": whitespace around names and entries is
+/// ignored, and so are empty entries ("a=r1,,b=r2,"). Throws UsageError,
+/// naming `source` (where the text came from), when an entry has no '=',
+/// an empty node or group, or a node is given two different groups.
+std::map<std::string, std::string> parse_node_groups(std::string_view text, std::string_view source);
+
+/// The groups of `options`: its `groups`, else its `groups_variable`'s
+/// value (`variable_value`, std::nullopt when unset) parsed, else none
+/// (every node its own group). Throws UsageError when the variable is named
+/// but unset, or its value does not parse.
+std::map<std::string, std::string> local_tier_groups(const LocalTierOptions& options,
+                                                     const std::optional<std::string>& variable_value);
+
+/// `pattern` with every "{node}" replaced by `node`.
+std::string local_directory_for(std::string_view pattern, std::string_view node);
+
+/// The placement of the job whose rank r runs on `rank_nodes[r]`, with the
+/// groups of `options` (local_tier_groups) and its replicas
+/// (place_replicas; UsageError when the job has too few nodes or groups).
+/// Pure: the same on every rank given the same arguments.
+ReplicaPlacement local_tier_placement(const std::vector<std::string>& rank_nodes, const LocalTierOptions& options,
+                                      const std::optional<std::string>& variable_value);
+
+/// Collective over `comm`: the node survey (survey_nodes), every rank's
+/// value of options.groups_variable (required the same on every rank,
+/// UsageError otherwise), and local_tier_placement from them, the same on
+/// every rank; a UsageError of the placement is thrown on every rank.
+ReplicaPlacement survey_local_tier(const Comm& comm, const LocalTierOptions& options);
+
+}  // namespace h5dcp::detail
