@@ -86,17 +86,17 @@ struct Retention {
 ///
 /// The run identity (`run_id`): every local file records it, and recovery
 /// uses only copies of its own run, so that a node's leftovers of another
-/// job are never mixed in. Empty: derived when the manager is made, the
-/// coordinator's SLURM_JOB_ID (or "nojob" outside Slurm) and its clock at
-/// that moment, broadcast to every rank ("<job>-<UTC time stamp>"). A job
-/// that should recover from a previous job's local copies (a requeued
-/// Slurm job keeps its SLURM_JOB_ID, not its time) passes the previous
-/// run's identity, e.g. one it stored in its shared checkpoints.
+/// job are never mixed in. Empty: to be derived (not done yet either) from
+/// the coordinator's SLURM_JOB_ID ("nojob" outside Slurm) and its clock when
+/// the manager is made, broadcast ("<job>-<UTC time stamp>"). A requeued job
+/// keeps its SLURM_JOB_ID but not the time stamp: it recovers its previous
+/// copies only when given the previous run's identity (e.g. one stored in
+/// its shared checkpoints).
 struct LocalTierOptions {
-  /// Each node's local directory; "{node}" is replaced by the node's name
-  /// (every "{node}", e.g. "/local/ckpt/{node}" or "/tmp/{node}-ckpt").
-  /// Without the placeholder every node uses the same path, which must then
-  /// be private to each node (a node-local disk), never a shared file system.
+  /// Each node's local directory, every "{node}" replaced by the node's name
+  /// (MPI_Get_processor_name's; H5DCP_NODE_NAME overrides it for tests), e.g.
+  /// "/local/ckpt/{node}". Without it every node uses the same path, which
+  /// must be private to each node (a local disk), never a shared file system.
   std::string directory;
   /// How many other nodes hold a copy of each node's data (>= 0; 0: only the
   /// node's own copy). Copies never go to the node itself, nor to a node of

@@ -44,17 +44,16 @@ std::string survey_node_name() {
 }
 
 std::vector<std::string> survey_nodes(const Comm& comm) {
-  const auto names = comm.all_gather("node-survey", [] {
+  return comm.all_gather("node-survey", [] {
+    const char* variable = std::getenv(kNodeNameVariable);
+    const bool overridden = variable != nullptr && *variable != '\0';
     auto name = survey_node_name();
     if (!usable_node_name(name))
-      throw UsageError("h5dcp: this rank's node name '" + name + "' (" +
-                       (std::getenv(kNodeNameVariable) != nullptr && *std::getenv(kNodeNameVariable) != '\0'
-                            ? std::string(kNodeNameVariable)
-                            : std::string("MPI_Get_processor_name")) +
+      throw UsageError("h5dcp: this rank's node name '" + name + "' (from " +
+                       (overridden ? std::string(kNodeNameVariable) : std::string("MPI_Get_processor_name")) +
                        ") cannot name a node's local checkpoints: it is empty or holds '/' or a control character");
     return name;
   });
-  return names;
 }
 
 }  // namespace h5dcp::detail
