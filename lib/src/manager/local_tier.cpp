@@ -56,7 +56,7 @@ void validate_local_tier(const LocalTierOptions& o) {
 std::vector<Setting> local_tier_settings(const std::optional<LocalTierOptions>& local) {
   if (!local) return {{"local", "none"}};
   std::string groups;
-  for (const auto& [node, group] : local->groups) groups += node + "=" + group + ",";
+  for (const auto& [node, group] : local->groups) groups.append(node).append("=").append(group).append(",");
   return {
       {"local.directory", local->directory},
       {"local.replicas", std::to_string(local->replicas)},
@@ -88,7 +88,13 @@ std::map<std::string, std::string> parse_node_groups(std::string_view text, std:
       fail("'" + std::string(entry) + "' has an empty " + (node.empty() ? "node" : "group"));
     const auto [it, added] = groups.emplace(node, group);
     if (!added && it->second != group)
-      fail("node '" + node + "' is in two groups, '" + it->second + "' and '" + group + "'");
+      fail(std::string("node '")
+               .append(node)
+               .append("' is in two groups, '")
+               .append(it->second)
+               .append("' and '")
+               .append(group)
+               .append("'"));
   }
   return groups;
 }
