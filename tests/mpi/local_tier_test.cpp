@@ -1,7 +1,8 @@
 // The node-local tier's start at 1-4 ranks (issue 50): the node survey
 // (H5DCP_NODE_NAME fakes 1-3 nodes on one machine), every rank computing the
 // same replica placement from it, the groups of an environment variable, and
-// the manager checking and keeping its LocalTierOptions without using them.
+// the manager checking its LocalTierOptions, and local saves: every node's
+// own and partner copies, bit for bit, and a failed step leaving the last.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -18,6 +19,11 @@
 #include "h5dcp/checkpoint_manager.hpp"
 #include "h5dcp/error.hpp"
 #include "manager/local_tier.hpp"
+#include "api/local_save.hpp"
+#include "h5dcp/checkpoint.hpp"
+#include "hdf5/container_reader.hpp"
+#include "hdf5/local_file.hpp"
+#include "storage/checkpoint_directory.hpp"
 #include "test_support.hpp"
 
 namespace h5dcp {
@@ -183,10 +189,10 @@ TEST(LocalTierPlacement, TheGroupsVariableMustBeSetAndTheSameOnEveryRank) {
   }
 }
 
-TEST(LocalTierOptions, TheManagerChecksAndKeepsThemWithoutUsingThem) {
+TEST(LocalTierOptions, TheManagerChecksAndKeepsThem) {
   test::TempDir dir;
   auto options = tier_options(dir.path());
-  options.replicas = 2;
+  options.replicas = 0;  // one real node: no other node to copy to
   options.every_steps = 2;
   options.drain_every_steps = 10;
   options.run_id = "job-1";
@@ -194,17 +200,21 @@ TEST(LocalTierOptions, TheManagerChecksAndKeepsThemWithoutUsingThem) {
     CheckpointManager manager(dir.file("run"), {}, MPI_COMM_WORLD, ManagerOptions{0, options});
     ASSERT_TRUE(manager.options().local.has_value());
     EXPECT_EQ(manager.options().local->directory, options.directory);
-    EXPECT_EQ(manager.options().local->replicas, 2);
+    EXPECT_EQ(manager.options().local->every_steps, 2);
     EXPECT_EQ(manager.options().local->drain_every_steps, 10);
     EXPECT_EQ(manager.options().local->run_id, "job-1");
-    // Not used yet: saving is as without a tier, nothing local is written.
+    // Step 1 is not a local step: it goes to the shared directory only.
     manager.save(1, StateDict{{"t", test::reference_tensor({4}, at::kFloat)}, {"x", std::int64_t{1}}});
     EXPECT_EQ(manager.steps(), std::vector<std::int64_t>{1});
+    EXPECT_FALSE(manager.latest_local().has_value());
   }
-  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"run"}));
   auto invalid = options;
   invalid.keep = 0;
   EXPECT_THROW(CheckpointManager(dir.file("run"), {}, MPI_COMM_WORLD, ManagerOptions{0, invalid}), UsageError);
+  // More copies than other nodes: the placement refuses at construction.
+  auto too_many = options;
+  too_many.replicas = 1;
+  EXPECT_THROW(CheckpointManager(dir.file("run"), {}, MPI_COMM_WORLD, ManagerOptions{0, too_many}), UsageError);
   if (test::world_size() < 2) return;
   auto differing = options;
   differing.keep = 2 + test::world_rank() % 2;
@@ -214,6 +224,114 @@ TEST(LocalTierOptions, TheManagerChecksAndKeepsThemWithoutUsingThem) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("local.keep"), std::string::npos) << e.what();
   }
+}
+
+// The state every test of saving uses at `step`: a tensor in row blocks
+// (one per rank), a replicated one and a counter.
+at::Tensor full_weights() { return test::reference_tensor({8, 6}, at::kFloat, 7); }
+StateDict tier_state(std::int64_t step) {
+  return StateDict{{"w", test::grid_shards(full_weights(), test::world_size(), 1, test::world_rank(),
+                                           test::world_size())},
+                   {"b", test::reference_tensor({5}, at::kDouble, 3)},
+                   {"step", step}};
+}
+
+// A broadcast of rank 0's directory, so every rank checks the same one.
+std::string shared_temp_path(const test::TempDir& dir) { return rank0_text(dir.path()); }
+
+// The local step directories in `node_dir`, by name.
+std::vector<std::string> step_entries(const std::string& node_dir) {
+  std::vector<std::string> out;
+  for (const auto& name : detail::list_names(node_dir))
+    if (name.rfind("local-step-", 0) == 0 || name.find(".partial") != std::string::npos) out.push_back(name);
+  return out;
+}
+
+TEST(LocalTierSave, EveryNodeHoldsItsOwnAndItsPartnersCopiesBitForBit) {
+  ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  auto options = tier_options(root);
+  const int nodes = fake_node_count();
+  options.replicas = nodes >= 2 ? 1 : 0;
+  options.drain_every_steps = 2;
+  options.keep = 2;
+  options.run_id = "run-A";
+  {
+    CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
+    for (std::int64_t step = 1; step <= 3; ++step) manager.save(step, tier_state(step));
+    EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(3));
+    EXPECT_EQ(manager.steps(), std::vector<std::int64_t>{2}) << "only the drain step reaches the shared directory";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto my_node = fake_node_of(test::world_rank());
+  const auto node_dir = detail::local_directory_for(options.directory, my_node);
+  EXPECT_EQ(step_entries(node_dir), (std::vector<std::string>{"local-step-00000002", "local-step-00000003"}));
+  EXPECT_EQ(detail::read_pointer(node_dir, "latest-local"), std::optional<std::string>("local-step-00000003"));
+  // Nodes by name; node i's partner is node i + 1 (one replica, no groups):
+  // this node holds its own ranks' copies and those of the node before it.
+  std::vector<std::string> names;
+  for (int r = 0; r < test::world_size(); ++r) names.push_back(fake_node_of(r));
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  const auto mine = static_cast<std::size_t>(std::find(names.begin(), names.end(), my_node) - names.begin());
+  const auto before = names[(mine + names.size() - 1) % names.size()];
+  std::vector<std::string> expected;
+  for (int r = 0; r < test::world_size(); ++r)
+    if (fake_node_of(r) == my_node || (options.replicas == 1 && fake_node_of(r) == before))
+      expected.push_back(detail::local_copy_name(r));
+  std::sort(expected.begin(), expected.end());
+  const auto step_dir = node_dir + "/local-step-00000003";
+  ASSERT_EQ(detail::list_names(step_dir), expected);
+  for (const auto& name : expected) {
+    const auto path = step_dir + "/" + name;
+    const auto id = detail::read_local_identity(path);
+    EXPECT_EQ(id.run_id, "run-A");
+    EXPECT_EQ(id.step, 3);
+    EXPECT_EQ(id.replica, fake_node_of(id.owner_rank) == my_node ? 0 : 1) << path;
+    EXPECT_EQ(static_cast<int>(id.rank_node.size()), test::world_size());
+    EXPECT_EQ(id.nodes, names);
+    // The owner's blocks read back bit for bit. (h5dcp::load refuses the
+    // file as a whole: the other owners' blocks are holes in it.)
+    const auto owner = test::grid_shards(full_weights(), test::world_size(), 1, id.owner_rank, test::world_size());
+    detail::ContainerReader reader(path, MPI_COMM_NULL);
+    for (const auto& shard : owner.local_shards()) {
+      auto got = at::empty_like(shard.tensor);
+      const std::vector<std::int64_t> sizes(shard.tensor.sizes().begin(), shard.tensor.sizes().end());
+      reader.read("w", DType::Float32, ChunkStorageMetadata{shard.offsets, sizes}, got.data_ptr());
+      EXPECT_TRUE(test::bitwise_equal(got, shard.tensor)) << path;
+    }
+    reader.close();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // rank 0's directory outlives every rank's reads
+}
+
+TEST(LocalTierSave, AFailureInTheCopyFailsTheStepOnEveryRankAndKeepsThePreviousOne) {
+  if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks (two faked nodes)";
+  ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  auto options = tier_options(root);
+  options.run_id = "run-B";
+  CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
+  manager.save(1, tier_state(1));
+  const int failing = test::world_size() - 1;
+  {
+    ScopedVariable fault("H5DCP_INJECT_FAULT", "local:write@" + std::to_string(failing));
+    const auto error = test::expect_checkpoint_error([&] { manager.save(2, tier_state(2)); });
+    EXPECT_EQ(error.step(), "local:write");
+    EXPECT_TRUE(error.failures().count(failing)) << error.what();
+  }
+  EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(1));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto node_dir = detail::local_directory_for(options.directory, fake_node_of(test::world_rank()));
+  EXPECT_EQ(step_entries(node_dir), std::vector<std::string>{"local-step-00000001"}) << "no partial step is left";
+  EXPECT_EQ(detail::read_pointer(node_dir, "latest-local"), std::optional<std::string>("local-step-00000001"));
+  MPI_Barrier(MPI_COMM_WORLD);  // the checks above before a node leader starts step 3
+  // The manager goes on: the next step publishes.
+  manager.save(3, tier_state(3));
+  EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(3));
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 }  // namespace

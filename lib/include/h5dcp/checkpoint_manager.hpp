@@ -79,19 +79,27 @@ struct Retention {
 /// each node's data on other nodes, so that a job that lost nodes restarts
 /// from a recent step without reading the shared file system.
 ///
-/// NOT IMPLEMENTED YET: a manager validates these options (collectively:
-/// every rank must pass the same, UsageError otherwise) and keeps them
-/// (CheckpointManager::options()), but saves and loads do not use them; the
-/// shared directory is the only tier.
+/// Saving (CheckpointManager::save and the async saves, for every step that
+/// is a multiple of `every_steps`): every rank writes its blocks to its
+/// node's directory and sends them over MPI to its `replicas` partner nodes,
+/// which write them to theirs; each node then publishes the step (a
+/// directory "local-step-<step>" holding one file per owner rank, a
+/// checkpoint file with only that rank's blocks written: docs/FORMAT.md)
+/// only once every copy on every node is durable, and keeps its newest
+/// `keep` steps. Steps that are multiples of `drain_every_steps`, and steps
+/// that are not local steps, are also (resp. only) saved to the shared
+/// directory as without a tier. The local step is written synchronously,
+/// also by async_save (only the shared drain runs in the background).
 ///
-/// The run identity (`run_id`): every local file records it, and recovery
-/// uses only copies of its own run, so that a node's leftovers of another
-/// job are never mixed in. Empty: to be derived (not done yet either) from
-/// the coordinator's SLURM_JOB_ID ("nojob" outside Slurm) and its clock when
-/// the manager is made, broadcast ("<job>-<UTC time stamp>"). A requeued job
-/// keeps its SLURM_JOB_ID but not the time stamp: it recovers its previous
-/// copies only when given the previous run's identity (e.g. one stored in
-/// its shared checkpoints).
+/// NOT IMPLEMENTED YET: recovery from the local tier. load() and latest()
+/// read the shared directory only.
+///
+/// The run identity (`run_id`): every local file records it, so that a
+/// node's leftovers of another job are never mixed in. Empty: the one
+/// recorded in the shared directory (file `local-run-id`), written there by
+/// the first manager that uses the directory with a tier:
+/// "<SLURM_JOB_ID or nojob>-<UTC time>-<8 hex digits>". A job restarted on
+/// the same shared directory (a requeue) keeps its predecessor's identity.
 struct LocalTierOptions {
   /// Each node's local directory, every "{node}" replaced by the node's name
   /// (MPI_Get_processor_name's; H5DCP_NODE_NAME overrides it for tests), e.g.
@@ -127,8 +135,7 @@ struct LocalTierOptions {
 
 struct ManagerOptions {
   int coordinator = 0;  ///< rank that lists the directory, writes `latest` and removes old checkpoints
-  /// The node-local tier; std::nullopt: none. Validated and kept, not used
-  /// yet (LocalTierOptions).
+  /// The node-local tier; std::nullopt: none (LocalTierOptions).
   std::optional<LocalTierOptions> local;
 };
 
@@ -161,7 +168,11 @@ class CheckpointManager {
   /// CheckpointError on every rank when the directory cannot be made, is in
   /// use by another manager (another job, or this process), or cannot be
   /// cleaned; UsageError when ranks pass different directories or options,
-  /// or options.local is not valid (LocalTierOptions).
+  /// or options.local is not valid (LocalTierOptions) or cannot be placed
+  /// (fewer than `replicas` + 1 nodes or groups). With a local tier it also
+  /// surveys the ranks' nodes, adopts the run identity, and each node's
+  /// first rank creates and locks the node's local directory and removes
+  /// its crashed local saves' leftovers (also named in removed_orphans()).
   explicit CheckpointManager(std::string directory, Retention retention = {}, MPI_Comm comm = MPI_COMM_WORLD,
                              ManagerOptions options = {});
   /// Waits for the save in flight and publishes it (errors are printed, not
@@ -187,7 +198,10 @@ class CheckpointManager {
   /// checkpoints are then untouched. `step` must be >= 0 (UsageError).
   /// Saves that pass neither a planner nor a plan cache share the manager's
   /// SavePlanCache: a save whose sharding did not change reuses the last
-  /// plan (h5dcp/save_plan_cache.hpp).
+  /// plan (h5dcp/save_plan_cache.hpp). With a local tier, a local step is
+  /// written to the tier (LocalTierOptions), and to the shared directory
+  /// only when it is also a drain step; a local save that fails leaves the
+  /// previous local steps (and shared checkpoints) as they were.
   SaveResult save(std::int64_t step, const StateDict& state, const SaveOptions& options = {});
 
   /// Starts an async save of `state` as step `step` (as h5dcp::async_save:
@@ -237,6 +251,10 @@ class CheckpointManager {
   /// none. Collective. Throws CheckpointError like h5dcp::load.
   std::optional<CheckpointInfo> load(StateDict& state, const LoadOptions& options = {});
 
+  /// The last local step this manager published on every node, if any
+  /// (std::nullopt without a local tier). Not collective.
+  std::optional<std::int64_t> latest_local() const noexcept;
+
   /// What the last latest() or load() saw (same on every rank).
   const CheckpointScan& last_scan() const noexcept { return scan_; }
 
@@ -248,6 +266,10 @@ class CheckpointManager {
   struct Impl;
   StagedSave start_async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options,
                               bool stage_in_background);
+  void start_local_tier();
+  SaveResult save_local(std::int64_t step, const StateDict& state, const SaveOptions& options);
+  bool local_step(std::int64_t step) const;   // written to the local tier
+  bool shared_step(std::int64_t step) const;  // written to the shared directory
   std::string directory_;
   Retention retention_;
   std::vector<std::string> removed_orphans_;

@@ -138,10 +138,7 @@ PlannedSave plan_save(const Comm& comm, SavePlanner& planner, const StateDict& s
   return {decode_global_save_plan(global), false};
 }
 
-namespace {
-
-// Every rank's chunk checksums, arranged per tensor in chunk order.
-std::vector<TensorChecksums> assemble(const GlobalSavePlan& plan, const std::vector<Bytes>& per_rank) {
+std::vector<TensorChecksums> assemble_checksums(const GlobalSavePlan& plan, const std::vector<Bytes>& per_rank) {
   std::vector<std::vector<const ChunkChecksums*>> found(plan.tensors.size());
   std::vector<std::vector<ChunkChecksums>> decoded;
   decoded.reserve(per_rank.size());
@@ -167,8 +164,6 @@ std::vector<TensorChecksums> assemble(const GlobalSavePlan& plan, const std::vec
   return out;
 }
 
-}  // namespace
-
 void write_and_publish(const Comm& c, const GlobalSavePlan& plan, const std::string& path,
                        const std::function<std::vector<ChunkChecksums>(ContainerWriter&)>& write) {
   std::optional<ContainerWriter> writer;
@@ -185,7 +180,7 @@ void write_and_publish(const Comm& c, const GlobalSavePlan& plan, const std::str
     });
     const auto checksums = c.all_gather("save:write", [&] { return encode(write(*writer)); });
     c.all_gather("save:checksums", [&] {
-      writer->write_checksums(assemble(plan, checksums));
+      writer->write_checksums(assemble_checksums(plan, checksums));
       return Bytes();
     });
     c.all_gather("save:sync", [&] {

@@ -42,6 +42,11 @@ PlannedSave plan_save(const Comm& comm, SavePlanner& planner, const StateDict& s
 void write_and_publish(const Comm& comm, const GlobalSavePlan& plan, const std::string& path,
                        const std::function<std::vector<ChunkChecksums>(ContainerWriter&)>& write);
 
+/// Every rank's chunk checksums (`per_rank`: encoded, one entry per rank),
+/// arranged per plan tensor in chunk order; throws Error when a block with
+/// elements has none.
+std::vector<TensorChecksums> assemble_checksums(const GlobalSavePlan& plan, const std::vector<Bytes>& per_rank);
+
 /// The tensor the planner resolves for a block, checked against the plan
 /// (shape and dtype); throws UsageError naming the block.
 at::Tensor resolve_block(SavePlanner& planner, const PlannedTensor& tensor, const PlannedChunk& chunk);

@@ -351,6 +351,9 @@ namespace {
 
 constexpr int kArrivalTag = 23760;
 constexpr int kVerdictTag = 23761;
+// exchange()'s pieces: MPI matches messages of one source and tag in the
+// order they were sent, so a payload's pieces need no numbering.
+constexpr int kExchangeTag = 23762;
 
 double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -558,6 +561,66 @@ std::vector<Bytes> Comm::all_gather(std::string_view step, const std::function<B
   const auto failures = failures_of(gathered);
   if (!failures.empty()) throw CheckpointError(std::string(step), failures);
   return untag_all(std::move(gathered));
+}
+
+std::vector<Bytes> Comm::exchange(std::string_view step, const std::function<std::vector<Bytes>()>& map) const {
+  std::vector<Bytes> outgoing;
+  all_gather(step, [&] {
+    outgoing = map();
+    if (outgoing.size() != static_cast<std::size_t>(size_))
+      throw Error("h5dcp: an exchange needs one payload per rank (" + std::to_string(size_) + "), got " +
+                  std::to_string(outgoing.size()));
+    return Bytes();
+  });
+  if (!distributed()) return outgoing;
+  // The sizes first (a small collective), then the payloads point to point.
+  std::vector<std::uint64_t> send_sizes(outgoing.size());
+  for (std::size_t r = 0; r < outgoing.size(); ++r) send_sizes[r] = outgoing[r].size();
+  std::vector<std::uint64_t> receive_sizes(outgoing.size());
+  MPI_Request sizes = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ialltoall(send_sizes.data(), 1, MPI_UINT64_T, receive_sizes.data(), 1, MPI_UINT64_T, comm_, &sizes),
+            "MPI_Ialltoall");
+  complete(sizes);
+  constexpr std::size_t kPiece = std::size_t{1} << 30;
+  std::vector<Bytes> incoming(outgoing.size());
+  std::vector<MPI_Request> requests;
+  std::vector<int> peer_of;
+  const auto post = [&](Bytes& data, int peer, bool send) {
+    for (std::size_t at = 0; at < data.size(); at += kPiece) {
+      const auto n = checked_count(std::min(kPiece, data.size() - at));
+      requests.emplace_back();
+      peer_of.push_back(peer);
+      if (send)
+        check_mpi(MPI_Isend(data.data() + at, n, MPI_BYTE, peer, kExchangeTag, comm_, &requests.back()), "MPI_Isend");
+      else
+        check_mpi(MPI_Irecv(data.data() + at, n, MPI_BYTE, peer, kExchangeTag, comm_, &requests.back()), "MPI_Irecv");
+    }
+  };
+  for (int r = 0; r < size_; ++r) {
+    incoming[static_cast<std::size_t>(r)].resize(receive_sizes[static_cast<std::size_t>(r)]);
+    if (r == rank_) {
+      incoming[static_cast<std::size_t>(r)] = std::move(outgoing[static_cast<std::size_t>(r)]);
+      continue;
+    }
+    post(incoming[static_cast<std::size_t>(r)], r, false);
+  }
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) post(outgoing[static_cast<std::size_t>(r)], r, true);
+  if (timeout_ <= 0) {
+    check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    return incoming;
+  }
+  const auto done = wait_until(requests, seconds_now() + 2 * timeout_ + 1);
+  std::map<int, std::string> stalled;
+  for (std::size_t i = 0; i < done.size(); ++i)
+    if (!done[i])
+      stalled[peer_of[i]] = "its transfer of step '" + std::string(step) + "' with rank " + std::to_string(rank_) +
+                            " did not complete within " + after(2 * timeout_ + 1) +
+                            " s (stalled or dead); the job should be restarted";
+  if (stalled.empty()) return incoming;
+  abandon(requests, done);
+  timed_out_ = true;
+  throw CheckpointError(std::string(step), stalled);
 }
 
 Bytes Comm::broadcast(std::string_view step, const std::function<Bytes()>& map) const {

@@ -86,6 +86,14 @@ class Comm {
   std::vector<Bytes> all_gather(std::string_view step, const std::function<Bytes()>& map) const;
   /// Runs `map` on the coordinator and returns its result on every rank.
   Bytes broadcast(std::string_view step, const std::function<Bytes()>& map) const;
+  /// Runs `map` on every rank, which returns one payload per rank (what this
+  /// rank sends to each; empty: nothing), and returns what every rank sent
+  /// to this one, by source rank. A failing map is the step's CheckpointError
+  /// on every rank before anything moves. The payloads travel point to point
+  /// (in pieces of at most 1 GiB, so any size goes), and with a timeout the
+  /// wait for them has the deadline of an exchange: a peer that dies
+  /// mid-transfer makes the others throw CheckpointError, not hang.
+  std::vector<Bytes> exchange(std::string_view step, const std::function<std::vector<Bytes>()>& map) const;
 
   /// Bounds how long a step waits for the other ranks (0: forever). With a
   /// timeout, every step first checks, with point-to-point messages and a

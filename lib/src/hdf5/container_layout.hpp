@@ -10,6 +10,15 @@ inline constexpr const char* kWorldSize = "h5dcp.world_size";                  /
 inline constexpr const char* kCreated = "h5dcp.created";                       // ISO-8601 UTC
 inline constexpr const char* kChecksumAlgorithm = "h5dcp.checksum_algorithm";  // "xxh3-64"
 
+// Root attributes of a node-local tier's copy (hdf5/local_file.hpp).
+inline constexpr const char* kLocalRunId = "h5dcp.local.run_id";
+inline constexpr const char* kLocalStep = "h5dcp.local.step";                // int64[1]
+inline constexpr const char* kLocalOwnerRank = "h5dcp.local.owner_rank";     // int64[1]
+inline constexpr const char* kLocalReplica = "h5dcp.local.replica";          // int64[1]
+inline constexpr const char* kLocalNodes = "h5dcp.local.nodes";              // node names, one per line
+inline constexpr const char* kLocalRankNode = "h5dcp.local.rank_node";       // int64[world_size]
+inline constexpr const char* kLocalHeldChunks = "h5dcp.local.held_chunks";   // int64[n], on tensor datasets
+
 // Attributes of every group and dataset below the root.
 inline constexpr const char* kKey = "h5dcp.key";  // the dict key or list position, unescaped (UTF-8)
 

@@ -54,6 +54,11 @@ class ContainerWriter {
   /// collective.
   std::int64_t allocated_bytes() const;
 
+  /// The open file's root group, and the dataset of plan tensor `t`, for
+  /// attributes beyond a checkpoint's (hdf5/local_file.hpp).
+  Hid root() const noexcept { return file_.get(); }
+  Hid tensor_dataset(std::size_t t) const { return tensor_datasets_.at(t).get(); }
+
   /// Forgets every HDF5 id without closing (after a rank timed out).
   void abandon() noexcept;
 

@@ -14,10 +14,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <string_view>
 #include <utility>
 
 #include "api/async_save_engine.hpp"
+#include "api/local_save.hpp"
 #include "base/byte_codec.hpp"
 #include "base/exception_text.hpp"
 #include "comm/comm.hpp"
@@ -26,6 +28,7 @@
 #include "h5dcp/save_plan_cache.hpp"
 #include "manager/local_tier.hpp"
 #include "storage/checkpoint_directory.hpp"
+#include "storage/directory_publish.hpp"
 
 namespace h5dcp {
 namespace {
@@ -115,6 +118,17 @@ struct CheckpointManager::Impl {
   std::string publish_failure;                  // the coordinator's only
   std::unique_ptr<detail::DirectoryLock> lock;  // the coordinator's only
 
+  // The node-local tier (options.local).
+  struct Local {
+    detail::ReplicaPlacement placement;
+    std::string run_id;
+    std::string directory;                             // this rank's node's
+    bool node_leader = false;                          // the first rank of its node: it owns the directory
+    std::unique_ptr<detail::DirectoryLock> node_lock;  // the node leader's only
+    std::optional<std::int64_t> latest;                // the last step published on every node
+  };
+  std::optional<Local> local;
+
   Impl(MPI_Comm c, const ManagerOptions& o) : user_comm(c), comm(c, o.coordinator), options(o) {}
 };
 
@@ -129,7 +143,6 @@ CheckpointManager::CheckpointManager(std::string directory, Retention retention,
   if (directory_.empty()) throw UsageError("h5dcp: CheckpointManager needs a directory");
   if (retention_.keep_last < 0 || retention_.keep_every < 0)
     throw UsageError("h5dcp: Retention::keep_last and keep_every must be >= 0");
-  // The local tier is only checked and kept so far (LocalTierOptions).
   c.require_same("CheckpointManager", detail::local_tier_settings(options.local));
   if (options.local) detail::validate_local_tier(*options.local);
   const auto removed = c.broadcast("checkpoint-manager:start", [&] {
@@ -144,6 +157,63 @@ CheckpointManager::CheckpointManager(std::string directory, Retention retention,
     return detail::encode_message(orphans);
   });
   removed_orphans_ = detail::ByteReader::decode<std::vector<std::string>>(removed);
+  if (options.local) start_local_tier();
+}
+
+void CheckpointManager::start_local_tier() {
+  auto& impl = *impl_;
+  const auto& tier = *impl.options.local;
+  const auto& c = impl.comm;
+  Impl::Local local;
+  local.placement = detail::survey_local_tier(c, tier);
+  const auto& p = local.placement;
+  const auto node = static_cast<std::size_t>(p.node_of_rank.at(static_cast<std::size_t>(c.rank())));
+  local.directory = detail::local_directory_for(tier.directory, p.nodes[node]);
+  local.node_leader = p.node_ranks[node].front() == c.rank();
+  local.run_id = tier.run_id.empty() ? c.broadcast("checkpoint-manager:run-id",
+                                                   [&] { return detail::adopt_run_id(directory_); })
+                                     : tier.run_id;
+  const auto removed = c.all_gather("checkpoint-manager:local-start", [&] {
+    if (!local.node_leader) return detail::Bytes();
+    detail::create_directories_durably(local.directory);
+    local.node_lock = std::make_unique<detail::DirectoryLock>(local.directory);
+    return detail::encode_message(detail::remove_local_orphans(local.directory));
+  });
+  for (const auto& r : removed)
+    if (!r.empty())
+      for (auto& path : detail::ByteReader::decode<std::vector<std::string>>(r)) removed_orphans_.push_back(std::move(path));
+  impl.local = std::move(local);
+}
+
+std::optional<std::int64_t> CheckpointManager::latest_local() const noexcept {
+  return impl_->local ? impl_->local->latest : std::nullopt;
+}
+
+SaveResult CheckpointManager::save_local(std::int64_t step, const StateDict& state, const SaveOptions& options) {
+  auto& impl = *impl_;
+  auto& local = *impl.local;
+  const auto& c = impl.comm;
+  const auto partial = local.directory + "/" + detail::partial_local_step_name(step);
+  try {
+    c.all_gather("local:prepare", [&] {
+      if (local.node_leader) {
+        detail::retire_directory(partial, [](const std::string&) { return true; });
+        detail::create_directories_durably(partial);
+      }
+      return detail::Bytes();
+    });
+    auto result = detail::save_local_step(c, state, options, {step, local.run_id, &local.placement, partial});
+    // Every copy of every rank is durable: each node puts its step in place.
+    c.all_gather("local:publish", [&] {
+      if (local.node_leader) detail::publish_local_step(local.directory, partial, step, impl.options.local->keep);
+      return detail::Bytes();
+    });
+    local.latest = step;
+    return result;
+  } catch (...) {
+    if (local.node_leader) detail::retire_directory(partial, [](const std::string&) { return true; });
+    throw;
+  }
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -226,6 +296,11 @@ SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, co
   auto o = options;
   o.coordinator = impl.options.coordinator;
   if (o.planner == nullptr && o.plan_cache == nullptr) o.plan_cache = &impl.plan_cache;
+  std::optional<SaveResult> local;
+  if (local_step(step)) {
+    local = save_local(step, state, o);
+    if (!shared_step(step)) return *local;
+  }
   auto result = h5dcp::save(state, path_for(step), o, impl.user_comm);
   impl.comm.broadcast("checkpoint-manager:publish", [&] {
     publish(directory_, retention_, step);
@@ -251,9 +326,32 @@ StagedSave CheckpointManager::start_async_save(std::int64_t step, const StateDic
   auto o = options;
   o.coordinator = impl.options.coordinator;
   if (o.planner == nullptr && o.plan_cache == nullptr) o.plan_cache = &impl.plan_cache;
+  if (local_step(step)) {
+    // The local step is written before returning (the local tier's saves
+    // are synchronous so far); only a drain to the shared directory is async.
+    auto result = save_local(step, state, o);
+    if (!shared_step(step)) {
+      std::promise<void> staged;
+      staged.set_value();
+      std::promise<SaveResult> saved;
+      saved.set_value(std::move(result));
+      return StagedSave{staged.get_future().share(), saved.get_future().share()};
+    }
+  }
   auto handles = impl.saver.save(state, path_for(step), o, impl.user_comm, stage_in_background);
   impl.in_flight = Impl::InFlight{step, handles.saved};
   return handles;
+}
+
+bool CheckpointManager::local_step(std::int64_t step) const {
+  const auto& tier = impl_->options.local;
+  return tier && step % tier->every_steps == 0;
+}
+
+bool CheckpointManager::shared_step(std::int64_t step) const {
+  const auto& tier = impl_->options.local;
+  if (!tier || step % tier->every_steps != 0) return true;
+  return tier->drain_every_steps > 0 && step % tier->drain_every_steps == 0;
 }
 
 std::vector<std::int64_t> CheckpointManager::steps() {

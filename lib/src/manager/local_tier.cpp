@@ -4,17 +4,36 @@
 #include "manager/local_tier.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 
 #include "comm/node_survey.hpp"
 #include "h5dcp/error.hpp"
+#include "storage/checkpoint_directory.hpp"
+#include "storage/directory_publish.hpp"
 
 namespace h5dcp::detail {
 namespace {
 
 constexpr std::size_t kMaxRunIdLength = 256;
 constexpr std::string_view kPlaceholder = "{node}";
+constexpr std::string_view kStepPrefix = "local-step-";
+constexpr std::string_view kPartialSuffix = ".partial";
+constexpr const char* kLocalPointer = "latest-local";
+constexpr const char* kRunIdFile = "local-run-id";
+
+// The files a local step directory holds: owner copies (local_copy_name).
+bool is_copy_name(const std::string& name) {
+  return name.size() == std::string("rank-00000.h5").size() && name.rfind("rank-", 0) == 0 &&
+         name.compare(name.size() - 3, 3, ".h5") == 0;
+}
+
+bool valid_run_id(std::string_view id) {
+  return !id.empty() && id.size() <= kMaxRunIdLength &&
+         std::all_of(id.begin(), id.end(), [](char c) { return c > ' ' && c < 127; });
+}
 
 std::string_view trim(std::string_view s) {
   const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
@@ -133,6 +152,80 @@ ReplicaPlacement survey_local_tier(const Comm& comm, const LocalTierOptions& opt
                     {{options.groups_variable, variable_setting(value)}});
   // Pure and the same everywhere: a UsageError is thrown by every rank alike.
   return local_tier_placement(nodes, options, value);
+}
+
+std::string local_step_name(std::int64_t step) {
+  char digits[32];
+  std::snprintf(digits, sizeof digits, "%08lld", static_cast<long long>(step));
+  return std::string(kStepPrefix) + digits;
+}
+
+std::optional<std::int64_t> local_step_of(const std::string& name) {
+  if (name.size() <= kStepPrefix.size() || name.compare(0, kStepPrefix.size(), kStepPrefix) != 0) return std::nullopt;
+  const auto digits = name.substr(kStepPrefix.size());
+  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  const auto step = static_cast<std::int64_t>(std::stoll(digits));
+  if (local_step_name(step) != name) return std::nullopt;
+  return step;
+}
+
+std::vector<std::int64_t> list_local_steps(const std::string& node_directory) {
+  std::vector<std::int64_t> steps;
+  for (const auto& name : list_names(node_directory))
+    if (const auto step = local_step_of(name)) steps.push_back(*step);
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::string partial_local_step_name(std::int64_t step) {
+  return "." + local_step_name(step) + std::string(kPartialSuffix);
+}
+
+std::string adopt_run_id(const std::string& shared_directory) {
+  if (auto recorded = read_pointer(shared_directory, kRunIdFile)) {
+    if (!valid_run_id(*recorded))
+      throw FormatError("h5dcp: checkpoint manager: '" + shared_directory + "/" + kRunIdFile +
+                        "' does not hold a run identity (printable, no spaces, at most 256 characters)");
+    return *recorded;
+  }
+  const char* job = std::getenv("SLURM_JOB_ID");
+  std::random_device device;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%08x", static_cast<unsigned>(device()));
+  std::string id = (job != nullptr && valid_run_id(job) ? std::string(job) : std::string("nojob")) + "-" +
+                   utc_now_iso8601() + "-" + suffix;
+  write_pointer(shared_directory, kRunIdFile, id);
+  return id;
+}
+
+void publish_local_step(const std::string& node_directory, const std::string& partial, std::int64_t step, int keep) {
+  fsync_file(partial);
+  const auto name = local_step_name(step);
+  publish_directory(partial, node_directory + "/" + name, is_copy_name);
+  write_pointer(node_directory, kLocalPointer, name);
+  const auto steps = list_local_steps(node_directory);
+  const auto n = static_cast<std::int64_t>(steps.size());
+  for (std::int64_t i = 0; i < n - keep; ++i) {
+    const auto old = steps[static_cast<std::size_t>(i)];
+    if (old != step) retire_directory(node_directory + "/" + local_step_name(old), is_copy_name);
+  }
+}
+
+std::vector<std::string> remove_local_orphans(const std::string& node_directory) noexcept {
+  std::vector<std::string> removed;
+  try {
+    for (const auto& name : list_names(node_directory)) {
+      if (name.size() <= kPartialSuffix.size() || name[0] != '.' ||
+          name.compare(name.size() - kPartialSuffix.size(), kPartialSuffix.size(), kPartialSuffix) != 0 ||
+          !local_step_of(name.substr(1, name.size() - 1 - kPartialSuffix.size())))
+        continue;
+      retire_directory(node_directory + "/" + name, is_copy_name);
+      removed.push_back(node_directory + "/" + name);
+    }
+  } catch (...) {
+  }
+  return removed;
 }
 
 }  // namespace h5dcp::detail

@@ -4,6 +4,7 @@
 // node's local directory, and the replica placement of a job from its node
 // survey (comm/node_survey.hpp) and plan/replica_placement.hpp.
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -49,6 +50,36 @@ std::string local_directory_for(std::string_view pattern, std::string_view node)
 /// Pure: the same on every rank given the same arguments.
 ReplicaPlacement local_tier_placement(const std::vector<std::string>& rank_nodes, const LocalTierOptions& options,
                                       const std::optional<std::string>& variable_value);
+
+/// A local step's directory name in a node's local directory,
+/// "local-step-<step, 8 digits or more>", and the step of such a name.
+std::string local_step_name(std::int64_t step);
+std::optional<std::int64_t> local_step_of(const std::string& name);
+
+/// The local steps in `node_directory`, ascending (names as local_step_name).
+std::vector<std::int64_t> list_local_steps(const std::string& node_directory);
+
+/// The run identity recorded in the shared checkpoint directory
+/// `shared_directory` (the file local-run-id), written there first, durably,
+/// when there is none: "<SLURM_JOB_ID or nojob>-<UTC time>-<8 hex digits>".
+/// A job restarted on the same shared directory thus adopts its
+/// predecessor's identity and can recover from its local copies. Throws
+/// IoError, or FormatError when the recorded identity is not a valid one.
+std::string adopt_run_id(const std::string& shared_directory);
+
+/// Publishes the complete step directory `partial` (its files fsynced) as
+/// step `step` of `node_directory`: fsyncs it, puts it in place
+/// (publish_directory), points latest-local at it and removes the oldest
+/// local steps beyond `keep`. Throws IoError when the publish fails (the
+/// removals never throw).
+void publish_local_step(const std::string& node_directory, const std::string& partial, std::int64_t step, int keep);
+
+/// Removes what crashed local saves left in `node_directory` (hidden
+/// partial step directories). Never throws. Returns the paths removed.
+std::vector<std::string> remove_local_orphans(const std::string& node_directory) noexcept;
+
+/// The name of a partial step directory for `step` in a node's directory.
+std::string partial_local_step_name(std::int64_t step);
 
 /// Collective over `comm`: the node survey (survey_nodes), every rank's
 /// value of options.groups_variable (required the same on every rank,

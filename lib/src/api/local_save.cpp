@@ -1,0 +1,140 @@
+#include "api/local_save.hpp"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "api/save_steps.hpp"
+#include "api/stateful_expansion.hpp"
+#include "h5dcp/error.hpp"
+#include "h5dcp/planner.hpp"
+#include "hdf5/container_writer.hpp"
+#include "hdf5/local_file.hpp"
+#include "plan/block_writes.hpp"
+#include "plan/codec.hpp"
+#include "storage/durable_file.hpp"
+#include "torch/host_bytes.hpp"
+
+namespace h5dcp::detail {
+namespace {
+
+// Writes one owner's copy: a checkpoint file of the whole plan in which only
+// `blocks` (the owner's, their bytes from `data`) and the owner's values are
+// written, with every chunk's checksums and the copy's identity; fsynced.
+void write_copy(const std::string& path, const GlobalSavePlan& plan, const std::vector<TensorChecksums>& checksums,
+                const LocalFileIdentity& identity, const std::vector<BlockWrite>& blocks,
+                const std::function<const void*(std::size_t)>& data) {
+  ContainerWriter writer(path, MPI_COMM_NULL, plan);
+  std::map<std::size_t, std::vector<std::int64_t>> held;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const auto& b = blocks[i];
+    held[b.tensor].push_back(static_cast<std::int64_t>(b.chunk));
+    if (b.bytes > 0) writer.write_block(b.tensor, plan.tensors[b.tensor].chunks[b.chunk].chunk, data(i));
+  }
+  writer.write_values(identity.owner_rank);
+  writer.write_checksums(checksums);
+  write_local_identity(writer.root(), identity);
+  for (const auto& [tensor, chunks] : held) write_held_chunks(writer.tensor_dataset(tensor), chunks);
+  writer.close();
+  fsync_file(path);
+}
+
+// Where each of `blocks` starts in the payload that packs their bytes in
+// order; the last entry is the payload's size.
+std::vector<std::size_t> packed_offsets(const std::vector<BlockWrite>& blocks) {
+  std::vector<std::size_t> at{0};
+  for (const auto& b : blocks) at.push_back(at.back() + static_cast<std::size_t>(b.bytes));
+  return at;
+}
+
+// Throws IoError unless the blocks of `owner` received in `payload` are as
+// long as the plan says and hash to the checksums the owner computed.
+void check_received(const GlobalSavePlan& plan, int owner, const std::vector<BlockWrite>& blocks,
+                    const std::vector<std::size_t>& at, const Bytes& payload, const Bytes& owner_checksums) {
+  if (payload.size() != at.back())
+    throw IoError("h5dcp: the copy of rank " + std::to_string(owner) + "'s blocks arrived with " +
+                  std::to_string(payload.size()) + " bytes, not " + std::to_string(at.back()));
+  const auto expected = decode_chunk_checksums(owner_checksums);
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].bytes == 0) continue;
+    const auto got = checksum_block(blocks[i], payload.data() + at[i]);
+    if (next >= expected.size() || expected[next].digests != got.digests)
+      throw IoError("h5dcp: the copy of rank " + std::to_string(owner) + "'s block of '" +
+                    plan.tensors[blocks[i].tensor].fqn + "' arrived damaged (its checksums differ)");
+    ++next;
+  }
+}
+
+}  // namespace
+
+std::string local_copy_name(int owner) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.h5", owner);
+  return name;
+}
+
+SaveResult save_local_step(const Comm& c, const StateDict& state_dict, const SaveOptions& options,
+                           const LocalStepTarget& target) {
+  const auto& placement = *target.placement;
+  DefaultSavePlanner default_planner;
+  SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
+  StateDict expanded;
+  const bool expand = has_stateful(state_dict);
+  const auto planned = plan_save(
+      c, planner, expand ? expanded : state_dict, target.directory + "/" + local_copy_name(c.rank()),
+      [&] {
+        if (expand) expanded = expand_for_save(state_dict);
+      },
+      options.plan_cache);
+  const auto& plan = planned.plan;
+  const auto mine = blocks_written_by(plan, c.rank());
+  std::vector<std::shared_ptr<const void>> bytes(mine.size());
+  const auto checksums = c.all_gather("local:stage", [&] {
+    std::vector<ChunkChecksums> sums;
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      const auto& b = mine[i];
+      if (b.bytes == 0) continue;
+      const auto& tensor = plan.tensors[b.tensor];
+      bytes[i] = host_bytes(resolve_block(planner, tensor, tensor.chunks[b.chunk]));
+      sums.push_back(checksum_block(b, bytes[i].get()));
+    }
+    return encode(sums);
+  });
+  const auto all_checksums = assemble_checksums(plan, checksums);
+  const auto mine_at = packed_offsets(mine);
+  const auto received = c.exchange("local:copy", [&] {
+    std::vector<Bytes> out(static_cast<std::size_t>(c.size()));
+    const auto& destinations = placement.destinations.at(static_cast<std::size_t>(c.rank()));
+    if (destinations.empty()) return out;
+    Bytes packed(mine_at.back(), '\0');
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      if (mine[i].bytes > 0) std::memcpy(packed.data() + mine_at[i], bytes[i].get(), static_cast<std::size_t>(mine[i].bytes));
+    for (const int d : destinations) out.at(static_cast<std::size_t>(d)) = packed;
+    return out;
+  });
+  c.all_gather("local:write", [&] {
+    LocalFileIdentity identity{target.run_id, target.step, c.rank(), 0, placement.nodes, {}};
+    for (const int n : placement.node_of_rank) identity.rank_node.push_back(n);
+    write_copy(target.directory + "/" + local_copy_name(c.rank()), plan, all_checksums, identity, mine,
+               [&](std::size_t i) { return bytes[i].get(); });
+    for (const auto& source : placement.sources.at(static_cast<std::size_t>(c.rank()))) {
+      const auto theirs = blocks_written_by(plan, source.rank);
+      const auto at = packed_offsets(theirs);
+      const auto& payload = received.at(static_cast<std::size_t>(source.rank));
+      check_received(plan, source.rank, theirs, at, payload, checksums.at(static_cast<std::size_t>(source.rank)));
+      identity.owner_rank = source.rank;
+      identity.replica = source.replica + 1;
+      write_copy(target.directory + "/" + local_copy_name(source.rank), plan, all_checksums, identity, theirs,
+                 [&](std::size_t i) { return static_cast<const void*>(payload.data() + at[i]); });
+    }
+    return Bytes();
+  });
+  return save_result_of(plan, planned.reused);
+}
+
+}  // namespace h5dcp::detail

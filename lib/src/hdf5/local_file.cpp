@@ -1,0 +1,81 @@
+#include "hdf5/local_file.hpp"
+
+#include <hdf5.h>
+
+#include "h5dcp/error.hpp"
+#include "hdf5/attributes.hpp"
+#include "hdf5/container_layout.hpp"
+#include "hdf5/hdf5_file.hpp"
+
+namespace h5dcp::detail {
+namespace {
+
+std::string joined_lines(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    if (!out.empty()) out += '\n';
+    out += n;
+  }
+  return out;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  for (auto at = text.find('\n'); at != std::string::npos; at = text.find('\n', from)) {
+    out.push_back(text.substr(from, at - from));
+    from = at + 1;
+  }
+  out.push_back(text.substr(from));
+  return out;
+}
+
+std::int64_t single(const std::vector<std::int64_t>& values, const char* name, const std::string& where) {
+  if (values.size() != 1)
+    throw FormatError("h5dcp: attribute '" + std::string(name) + "' of " + where + " must hold one integer");
+  return values[0];
+}
+
+}  // namespace
+
+void write_local_identity(Hid root, const LocalFileIdentity& identity) {
+  write_string_attribute(root, layout::kLocalRunId, identity.run_id);
+  write_int64_attribute(root, layout::kLocalStep, {identity.step});
+  write_int64_attribute(root, layout::kLocalOwnerRank, {identity.owner_rank});
+  write_int64_attribute(root, layout::kLocalReplica, {identity.replica});
+  write_string_attribute(root, layout::kLocalNodes, joined_lines(identity.nodes));
+  write_int64_attribute(root, layout::kLocalRankNode, identity.rank_node);
+}
+
+void write_held_chunks(Hid dataset, const std::vector<std::int64_t>& chunks) {
+  write_int64_attribute(dataset, layout::kLocalHeldChunks, chunks);
+}
+
+LocalFileIdentity read_local_identity(const std::string& path) {
+  check_hdf5_file(path);
+  const auto file = open_file_read_only(path, MPI_COMM_NULL);
+  const std::string where = "'" + path + "'";
+  const Hid root = file.get();
+  if (!has_attribute(root, layout::kLocalRunId))
+    throw FormatError("h5dcp: " + where + " is not a node-local copy (no " + layout::kLocalRunId + ")");
+  LocalFileIdentity id;
+  id.run_id = read_string_attribute(root, layout::kLocalRunId, where);
+  id.step = single(read_int64_attribute(root, layout::kLocalStep, where), layout::kLocalStep, where);
+  id.owner_rank = static_cast<int>(
+      single(read_int64_attribute(root, layout::kLocalOwnerRank, where), layout::kLocalOwnerRank, where));
+  id.replica =
+      static_cast<int>(single(read_int64_attribute(root, layout::kLocalReplica, where), layout::kLocalReplica, where));
+  id.nodes = split_lines(read_string_attribute(root, layout::kLocalNodes, where));
+  id.rank_node = read_int64_attribute(root, layout::kLocalRankNode, where);
+  if (id.owner_rank < 0 || static_cast<std::size_t>(id.owner_rank) >= id.rank_node.size() || id.replica < 0)
+    throw FormatError("h5dcp: " + where + ": its owner rank " + std::to_string(id.owner_rank) + " or replica " +
+                      std::to_string(id.replica) + " is outside the saving job of " +
+                      std::to_string(id.rank_node.size()) + " ranks");
+  for (const auto n : id.rank_node)
+    if (n < 0 || static_cast<std::size_t>(n) >= id.nodes.size())
+      throw FormatError("h5dcp: " + where + ": a rank's node " + std::to_string(n) + " is not one of its " +
+                        std::to_string(id.nodes.size()) + " nodes");
+  return id;
+}
+
+}  // namespace h5dcp::detail
