@@ -9,6 +9,10 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <utility>
@@ -331,6 +335,168 @@ TEST(LocalTierSave, AFailureInTheCopyFailsTheStepOnEveryRankAndKeepsThePreviousO
   // The manager goes on: the next step publishes.
   manager.save(3, tier_state(3));
   EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(3));
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+
+// --- recovery ---------------------------------------------------------------
+
+// Saves steps 1-3 with the usual fake nodes: local steps 2 and 3 on every
+// node, shared step 2 only.
+LocalTierOptions save_three_steps(const std::string& root, const std::string& run_id) {
+  ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
+  auto options = tier_options(root);
+  options.replicas = 1;
+  options.drain_every_steps = 2;
+  options.run_id = run_id;
+  CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
+  for (std::int64_t step = 1; step <= 3; ++step) manager.save(step, tier_state(step));
+  return options;
+}
+
+// A node's death: its local directory goes with it (rank 0 removes it).
+void lose_node(const LocalTierOptions& options, const std::string& node) {
+  if (test::world_rank() == 0) std::filesystem::remove_all(detail::local_directory_for(options.directory, node));
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// What a recovering job of `ranks` ranks (the first ones of the world), on
+// the nodes `node_of` names, loads with `options`: the state in a sharding
+// of its own (row blocks over its ranks), and the manager's answer. Ranks
+// outside the job return nullopt.
+struct Recovered {
+  std::optional<CheckpointInfo> info;
+  StateDict state;
+  CheckpointScan scan;
+};
+std::optional<Recovered> recover(const std::string& root, const LocalTierOptions& options, int ranks,
+                                 const std::function<std::string(int)>& node_of) {
+  MPI_Comm job = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, test::world_rank() < ranks ? 0 : MPI_UNDEFINED, test::world_rank(), &job);
+  if (job == MPI_COMM_NULL) return std::nullopt;
+  int rank = 0;
+  MPI_Comm_rank(job, &rank);
+  Recovered out;
+  {
+    ScopedVariable node("H5DCP_NODE_NAME", node_of(rank));
+    CheckpointManager manager(root + "/shared", {}, job, ManagerOptions{0, options});
+    out.state = StateDict{{"w", test::zeros_like(test::grid_shards(full_weights(), ranks, 1, rank, ranks))},
+                          {"b", at::zeros({5}, at::kDouble)},
+                          {"step", std::int64_t{-1}}};
+    out.info = manager.load(out.state);
+    out.scan = manager.last_scan();
+  }
+  MPI_Comm_free(&job);
+  return out;
+}
+
+// The state of step `step` reads back bit for bit in the recovering job's
+// sharding (`ranks` ranks, this one `rank`).
+void expect_step_state(const Recovered& got, std::int64_t step, int rank, int ranks) {
+  const auto expected = test::grid_shards(full_weights(), ranks, 1, rank, ranks);
+  const auto& shards = std::get<ShardedTensor>(got.state.at("w")).local_shards();
+  ASSERT_EQ(shards.size(), expected.local_shards().size());
+  for (std::size_t i = 0; i < shards.size(); ++i)
+    EXPECT_TRUE(test::bitwise_equal(shards[i].tensor, expected.local_shards()[i].tensor)) << "rank " << rank;
+  EXPECT_TRUE(test::bitwise_equal(std::get<at::Tensor>(got.state.at("b")), test::reference_tensor({5}, at::kDouble, 3)));
+  EXPECT_EQ(std::get<std::int64_t>(got.state.at("step")), step);
+}
+
+// The survivors of `lost` among the saving job's nodes, by name, and a node
+// that never held anything.
+std::vector<std::string> survivors_and_a_fresh_node(const std::string& lost) {
+  std::vector<std::string> nodes;
+  for (int r = 0; r < test::world_size(); ++r)
+    if (fake_node_of(r) != lost && std::find(nodes.begin(), nodes.end(), fake_node_of(r)) == nodes.end())
+      nodes.push_back(fake_node_of(r));
+  nodes.push_back("node-z");
+  return nodes;
+}
+
+TEST(LocalTierRecovery, ALostNodesBlocksComeFromItsReplicaOntoAnotherRankCount) {
+  if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks (two faked nodes)";
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  const auto options = save_three_steps(root, "run-R");
+  lose_node(options, fake_node_of(0));
+  // The shared checkpoint is made unreadable: a recovery that read a byte of
+  // it would fail.
+  if (test::world_rank() == 0) std::filesystem::resize_file(root + "/shared/step-00000002.h5", 0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Fewer ranks when there are enough (4 -> 3, 3 -> 2), on the surviving
+  // nodes and a fresh one, ranks spread round robin over them.
+  const int ranks = test::world_size() >= 3 ? test::world_size() - 1 : test::world_size();
+  const auto nodes = survivors_and_a_fresh_node(fake_node_of(0));
+  const auto got = recover(root, options, ranks, [&](int r) { return nodes[static_cast<std::size_t>(r) % nodes.size()]; });
+  if (got) {
+    ASSERT_TRUE(got->info.has_value());
+    EXPECT_TRUE(got->info->local);
+    EXPECT_EQ(got->info->step, 3);
+    EXPECT_EQ(got->scan.local.step, std::optional<std::int64_t>(3));
+    EXPECT_GT(got->scan.local.bytes_read, 0);
+    EXPECT_EQ(got->scan.local.bytes_sent, got->scan.local.bytes_read) << "every chunk is read once and sent once";
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    expect_step_state(*got, 3, rank, ranks);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(LocalTierRecovery, WithoutACopyOfEveryRankItFallsBackToTheSharedCheckpointAndSaysWhy) {
+  if (test::world_size() < 3) GTEST_SKIP() << "needs three faked nodes";
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  const auto options = save_three_steps(root, "run-S");
+  // Two of three nodes lost with one replica: some rank's blocks are gone.
+  lose_node(options, "node-a");
+  lose_node(options, "node-b");
+  const auto got = recover(root, options, test::world_size(),
+                           [](int r) { return r % 2 == 0 ? std::string("node-c") : std::string("node-z"); });
+  ASSERT_TRUE(got && got->info.has_value());
+  EXPECT_FALSE(got->info->local);
+  EXPECT_EQ(got->info->step, 2);
+  EXPECT_FALSE(got->scan.local.step.has_value());
+  ASSERT_FALSE(got->scan.local.rejected.empty());
+  EXPECT_NE(got->scan.local.rejected.front().find("3"), std::string::npos) << got->scan.local.rejected.front();
+  expect_step_state(*got, 2, test::world_rank(), test::world_size());
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(LocalTierRecovery, ACorruptedCopyIsSkippedByNameAndItsReplicaUsed) {
+  if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks (two faked nodes)";
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  const auto options = save_three_steps(root, "run-C");
+  // Rank 0's own copy of step 3: one byte of its block of 'w' flipped (found
+  // by its bytes), the file otherwise intact, so only the checksums tell.
+  const auto damaged = detail::local_directory_for(options.directory, fake_node_of(0)) + "/local-step-00000003/" +
+                       detail::local_copy_name(0);
+  if (test::world_rank() == 0) {
+    const auto block = test::grid_shards(full_weights(), test::world_size(), 1, 0, test::world_size())
+                           .local_shards()
+                           .at(0)
+                           .tensor.contiguous();
+    const std::string needle(static_cast<const char*>(block.data_ptr()),
+                             static_cast<std::size_t>(block.numel()) * block.element_size());
+    std::string bytes;
+    {
+      std::ifstream in(damaged, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const auto at = bytes.find(needle);
+    ASSERT_NE(at, std::string::npos) << "rank 0's block is not in its copy";
+    bytes[at + needle.size() / 2] = static_cast<char>(bytes[at + needle.size() / 2] ^ 0x01);
+    std::ofstream(damaged, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto got = recover(root, options, test::world_size(), [](int r) { return fake_node_of(r); });
+  ASSERT_TRUE(got && got->info.has_value());
+  EXPECT_TRUE(got->info->local);
+  EXPECT_EQ(got->info->step, 3);
+  ASSERT_EQ(got->scan.local.skipped.size(), 1u);
+  EXPECT_NE(got->scan.local.skipped[0].find(damaged), std::string::npos) << got->scan.local.skipped[0];
+  EXPECT_NE(got->scan.local.skipped[0].find("checksum"), std::string::npos) << got->scan.local.skipped[0];
+  expect_step_state(*got, 3, test::world_rank(), test::world_size());
   MPI_Barrier(MPI_COMM_WORLD);
 }
 

@@ -91,8 +91,16 @@ struct Retention {
 /// directory as without a tier. The local step is written synchronously,
 /// also by async_save (only the shared drain runs in the background).
 ///
-/// NOT IMPLEMENTED YET: recovery from the local tier. load() and latest()
-/// read the shared directory only.
+/// Recovering (CheckpointManager::load): every node's first rank checks the
+/// local steps its node holds that are newer than the newest shared
+/// checkpoint (every copy's identity and checksums), and every rank chooses
+/// the same step: the newest of this run whose every owner rank has an
+/// intact copy on a node of this job. Each copy is then read on the node
+/// that holds it and sent over MPI to the ranks that need its blocks: any
+/// rank count, any node set (nodes without copies get everything over MPI),
+/// nothing read from the shared directory. With no such step, load() loads
+/// the newest shared checkpoint, and says why (last_scan().local). latest()
+/// and steps() see the shared directory only.
 ///
 /// The run identity (`run_id`): every local file records it, so that a
 /// node's leftovers of another job are never mixed in. Empty: the one
@@ -142,7 +150,17 @@ struct ManagerOptions {
 /// A checkpoint of the directory.
 struct CheckpointInfo {
   std::int64_t step = 0;
-  std::string path;  ///< DIR/step-<step>.h5
+  std::string path;    ///< DIR/step-<step>.h5; for a local step, its directory's name on each node
+  bool local = false;  ///< a step of the node-local tier (LocalTierOptions)
+};
+
+/// What the last load() with a local tier found there.
+struct LocalRecoveryScan {
+  std::optional<std::int64_t> step;   ///< the local step recovered from; none: the shared directory was used
+  std::vector<std::string> skipped;   ///< copies not used: "<node>: <file>: <why>"
+  std::vector<std::string> rejected;  ///< newer local steps passed over, and why
+  std::int64_t bytes_read = 0;        ///< read from local copies, all ranks
+  std::int64_t bytes_sent = 0;        ///< sent over MPI from the ranks serving copies to the loading ranks
 };
 
 /// A checkpoint file that latest() passed over.
@@ -157,6 +175,7 @@ struct CheckpointScan {
   std::optional<std::string> pointer;      ///< the file name `latest` held, if it exists
   bool pointer_current = false;            ///< `latest` named the checkpoint chosen
   std::vector<SkippedCheckpoint> skipped;  ///< newer files that are not readable checkpoints
+  LocalRecoveryScan local;                 ///< load() with a local tier: what it found there
 };
 
 class CheckpointManager {
@@ -248,7 +267,9 @@ class CheckpointManager {
   /// Loads the newest complete checkpoint (latest()) into `state`, in place
   /// (h5dcp::load: any rank count, any sharding). Returns it, or
   /// std::nullopt (and leaves `state` untouched) when the directory holds
-  /// none. Collective. Throws CheckpointError like h5dcp::load.
+  /// none. With a local tier, first the newest recoverable local step newer
+  /// than the newest shared one (LocalTierOptions), returned with `local`
+  /// set. Collective. Throws CheckpointError like h5dcp::load.
   std::optional<CheckpointInfo> load(StateDict& state, const LoadOptions& options = {});
 
   /// The last local step this manager published on every node, if any
@@ -267,6 +288,7 @@ class CheckpointManager {
   StagedSave start_async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options,
                               bool stage_in_background);
   void start_local_tier();
+  std::optional<CheckpointInfo> recover_local(StateDict& state, const LoadOptions& options, LocalRecoveryScan& scan);
   SaveResult save_local(std::int64_t step, const StateDict& state, const SaveOptions& options);
   bool local_step(std::int64_t step) const;   // written to the local tier
   bool shared_step(std::int64_t step) const;  // written to the shared directory

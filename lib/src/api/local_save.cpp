@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 
 #include "api/save_steps.hpp"
@@ -23,22 +24,27 @@ namespace h5dcp::detail {
 namespace {
 
 // Writes one owner's copy: a checkpoint file of the whole plan in which only
-// `blocks` (the owner's, their bytes from `data`) and the owner's values are
+// `blocks` (the owner's, their bytes from `data`) and every value are
 // written, with every chunk's checksums and the copy's identity; fsynced.
 void write_copy(const std::string& path, const GlobalSavePlan& plan, const std::vector<TensorChecksums>& checksums,
                 const LocalFileIdentity& identity, const std::vector<BlockWrite>& blocks,
                 const std::function<const void*(std::size_t)>& data) {
   ContainerWriter writer(path, MPI_COMM_NULL, plan);
-  std::map<std::size_t, std::vector<std::int64_t>> held;
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const auto& b = blocks[i];
-    held[b.tensor].push_back(static_cast<std::int64_t>(b.chunk));
     if (b.bytes > 0) writer.write_block(b.tensor, plan.tensors[b.tensor].chunks[b.chunk].chunk, data(i));
   }
-  writer.write_values(identity.owner_rank);
+  std::set<int> value_writers;
+  for (const auto& v : plan.values) value_writers.insert(v.writer);
+  for (const int w : value_writers) writer.write_values(w);
   writer.write_checksums(checksums);
   write_local_identity(writer.root(), identity);
-  for (const auto& [tensor, chunks] : held) write_held_chunks(writer.tensor_dataset(tensor), chunks);
+  for (std::size_t t = 0; t < plan.tensors.size(); ++t) {
+    std::vector<std::int64_t> owners;
+    for (const auto& c : plan.tensors[t].chunks) owners.push_back(c.writer);
+    if (owners.empty()) owners.push_back(0);  // a 0-d tensor's one chunk
+    write_chunk_owners(writer.tensor_dataset(t), owners);
+  }
   writer.close();
   fsync_file(path);
 }

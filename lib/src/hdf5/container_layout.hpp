@@ -17,7 +17,7 @@ inline constexpr const char* kLocalOwnerRank = "h5dcp.local.owner_rank";     // 
 inline constexpr const char* kLocalReplica = "h5dcp.local.replica";          // int64[1]
 inline constexpr const char* kLocalNodes = "h5dcp.local.nodes";              // node names, one per line
 inline constexpr const char* kLocalRankNode = "h5dcp.local.rank_node";       // int64[world_size]
-inline constexpr const char* kLocalHeldChunks = "h5dcp.local.held_chunks";   // int64[n], on tensor datasets
+inline constexpr const char* kLocalChunkOwners = "h5dcp.local.chunk_owners";  // int64[chunks], on tensors
 
 // Attributes of every group and dataset below the root.
 inline constexpr const char* kKey = "h5dcp.key";  // the dict key or list position, unescaped (UTF-8)

@@ -46,8 +46,11 @@ class ContainerReader {
   /// Forgets every HDF5 id without closing (after a rank timed out).
   void abandon() noexcept;
 
- private:
+  /// The dataset of `fqn`, opened once (for attributes beyond a
+  /// checkpoint's: hdf5/local_file.hpp). Throws FormatError when missing.
   Hid dataset(const std::string& fqn);
+
+ private:
 
   std::string path_;
   Handle file_;

@@ -83,6 +83,10 @@ ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const G
   check_status(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), "H5Pset_layout");
   // Every element is written by some rank: fill values would only double the I/O.
   check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
+  // Space for every dataset when it is made (parallel HDF5 requires it; a
+  // serial node-local copy, hdf5/local_file.hpp, leaves the datasets it
+  // holds nothing of unwritten: holes, yet a dataset of its full size).
+  check_status(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time");
   // No access/modification times: each attribute write would update them.
   check_status(H5Pset_obj_track_times(dcpl.get(), false), "H5Pset_obj_track_times");
   for (const auto& t : plan.tensors) {

@@ -2,6 +2,9 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
+#include <variant>
+
 #include "h5dcp/error.hpp"
 #include "hdf5/attributes.hpp"
 #include "hdf5/container_layout.hpp"
@@ -47,8 +50,29 @@ void write_local_identity(Hid root, const LocalFileIdentity& identity) {
   write_int64_attribute(root, layout::kLocalRankNode, identity.rank_node);
 }
 
-void write_held_chunks(Hid dataset, const std::vector<std::int64_t>& chunks) {
-  write_int64_attribute(dataset, layout::kLocalHeldChunks, chunks);
+void write_chunk_owners(Hid dataset, const std::vector<std::int64_t>& owners) {
+  write_int64_attribute(dataset, layout::kLocalChunkOwners, owners);
+}
+
+std::map<std::string, std::vector<std::int64_t>> read_chunk_owners(ContainerReader& reader, const Metadata& metadata,
+                                                                   std::int64_t world_size) {
+  std::map<std::string, std::vector<std::int64_t>> out;
+  for (const auto& [fqn, storage] : metadata.state_dict_metadata) {
+    const auto* tensor = std::get_if<TensorStorageMetadata>(&storage);
+    if (tensor == nullptr) continue;
+    const std::string where = "the dataset of '" + fqn + "'";
+    auto owners = read_int64_attribute(reader.dataset(fqn), layout::kLocalChunkOwners, where);
+    const auto chunks = std::max<std::size_t>(tensor->chunks.size(), 1);
+    if (owners.size() != chunks)
+      throw FormatError("h5dcp: " + where + " names the owners of " + std::to_string(owners.size()) +
+                        " chunks, not of its " + std::to_string(chunks));
+    for (const auto o : owners)
+      if (o < 0 || o >= world_size)
+        throw FormatError("h5dcp: " + where + " names rank " + std::to_string(o) + " of a job of " +
+                          std::to_string(world_size) + " ranks as a chunk's owner");
+    out.emplace(fqn, std::move(owners));
+  }
+  return out;
 }
 
 LocalFileIdentity read_local_identity(const std::string& path) {

@@ -5,11 +5,16 @@
 // rest of the file is a normal checkpoint's (every dataset at its global
 // shape, every chunk's checksums), with only the owner's blocks written: the
 // others are holes, which a sparse file (tmpfs, ext4, xfs) does not store.
+// Every value is written in every copy (they are small), so a copy's index
+// (read_container_index) reads like a whole checkpoint's.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "h5dcp/metadata.hpp"
+#include "hdf5/container_reader.hpp"
 #include "hdf5/handle.hpp"
 
 namespace h5dcp::detail {
@@ -26,10 +31,16 @@ struct LocalFileIdentity {
 /// Writes `identity` as root attributes of the open file `root`.
 void write_local_identity(Hid root, const LocalFileIdentity& identity);
 
-/// Marks the tensor dataset `dataset` as holding its chunks `chunks`
-/// (indices into its h5dcp.chunk_offsets rows). Not called for a tensor the
-/// file holds nothing of.
-void write_held_chunks(Hid dataset, const std::vector<std::int64_t>& chunks);
+/// Records on the tensor dataset `dataset` the owner rank (the writer in the
+/// saving job) of each of its chunks, in h5dcp.chunk_offsets' order: the
+/// copy holds the chunks of its owner rank.
+void write_chunk_owners(Hid dataset, const std::vector<std::int64_t>& owners);
+
+/// The chunk owners of every tensor of `metadata` in the open copy
+/// `reader`; throws FormatError when one is missing or does not have one
+/// entry per chunk, or names a rank outside `world_size`.
+std::map<std::string, std::vector<std::int64_t>> read_chunk_owners(ContainerReader& reader, const Metadata& metadata,
+                                                                   std::int64_t world_size);
 
 /// The identity of the local copy at `path`; throws FormatError when it is
 /// not one (no h5dcp.local.* attributes, or inconsistent ones).

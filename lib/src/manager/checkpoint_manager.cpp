@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "api/async_save_engine.hpp"
+#include "api/local_load.hpp"
 #include "api/local_save.hpp"
 #include "base/byte_codec.hpp"
 #include "base/exception_text.hpp"
@@ -390,8 +391,69 @@ std::optional<CheckpointInfo> CheckpointManager::latest() {
   return std::nullopt;
 }
 
+std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state, const LoadOptions& options,
+                                                              LocalRecoveryScan& scan) {
+  auto& impl = *impl_;
+  const auto& local = *impl.local;
+  const auto& c = impl.comm;
+  if (impl.in_flight) {  // its failure, if any, stays for the next wait()
+    impl.in_flight->future.wait();
+    poll();
+  }
+  // Only the names of the shared checkpoints: nothing is read there.
+  const auto shared_steps = steps();
+  const auto shared = shared_steps.empty() ? std::nullopt : std::optional<std::int64_t>(shared_steps.back());
+  const auto& p = local.placement;
+  const auto node_of = [&](int rank) { return p.nodes[static_cast<std::size_t>(p.node_of_rank[static_cast<std::size_t>(rank)])]; };
+  const auto reports = detail::gather_node_reports(c, [&]() -> std::optional<detail::SurvivingNodeReport> {
+    if (!local.node_leader) return std::nullopt;
+    std::vector<detail::LocalStepDirectory> candidates;
+    for (const auto step : detail::list_local_steps(local.directory))
+      if (!shared || step > *shared)
+        candidates.push_back({step, local.directory + "/" + detail::local_step_name(step)});
+    return detail::survey_local_copies(node_of(c.rank()), candidates);
+  });
+  const auto choice = detail::choose_local_step(local.run_id, shared, reports);
+  for (const auto& s : choice.skipped)
+    scan.skipped.push_back(s.node + ": " + s.file + ": " + s.reason);
+  scan.rejected = choice.rejected;
+  if (c.is_coordinator()) {
+    for (const auto& line : scan.skipped)
+      std::fprintf(stderr, "h5dcp: warning: checkpoint manager: local copy skipped: %s\n", line.c_str());
+    for (const auto& line : scan.rejected)
+      std::fprintf(stderr, "h5dcp: warning: checkpoint manager: %s\n", line.c_str());
+  }
+  if (!choice.step) return std::nullopt;
+  detail::LocalRecoverySources sources;
+  sources.step = *choice.step;
+  for (const auto& source : choice.sources) {
+    const auto node = std::find(p.nodes.begin(), p.nodes.end(), source.node);
+    if (node == p.nodes.end()) throw Error("h5dcp: checkpoint manager: the local copies' node " + source.node + " is not in this job");
+    sources.server.push_back(p.node_ranks[static_cast<std::size_t>(node - p.nodes.begin())].front());
+    sources.files.push_back(source.file);
+  }
+  auto o = options;
+  o.coordinator = impl.options.coordinator;
+  const auto counts = detail::load_from_local_copies(c, state, o, sources);
+  scan.step = sources.step;
+  scan.bytes_read = counts.bytes_read;
+  scan.bytes_sent = counts.bytes_received;
+  return CheckpointInfo{sources.step, detail::local_step_name(sources.step), true};
+}
+
 std::optional<CheckpointInfo> CheckpointManager::load(StateDict& state, const LoadOptions& options) {
+  LocalRecoveryScan local_scan;
+  if (impl_->local) {
+    if (auto recovered = recover_local(state, options, local_scan)) {
+      scan_ = CheckpointScan{};
+      scan_.local = std::move(local_scan);
+      return recovered;
+    }
+    if (impl_->comm.is_coordinator() && !local_scan.rejected.empty())
+      std::fprintf(stderr, "h5dcp: checkpoint manager: no local step can be recovered; loading the shared directory's newest checkpoint\n");
+  }
   auto found = latest();
+  scan_.local = std::move(local_scan);
   if (!found) return std::nullopt;
   auto o = options;
   o.coordinator = impl_->options.coordinator;

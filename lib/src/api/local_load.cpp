@@ -1,0 +1,307 @@
+#include "api/local_load.hpp"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <utility>
+#include <variant>
+
+#include "api/local_save.hpp"
+#include "api/stateful_expansion.hpp"
+#include "api/verified_read.hpp"
+#include "base/byte_codec.hpp"
+#include "h5dcp/error.hpp"
+#include "h5dcp/planner.hpp"
+#include "hdf5/container_reader.hpp"
+#include "hdf5/local_file.hpp"
+#include "plan/chunk_geometry.hpp"
+#include "plan/codec.hpp"
+#include "storage/checkpoint_directory.hpp"
+#include "torch/dtype_mapping.hpp"
+#include "torch/tensor_blocks.hpp"
+#include "torch/value_codec.hpp"
+
+namespace h5dcp {
+H5DCP_MESSAGE_FIELDS(detail::LocalCopyReport, m.owner_rank, m.file, m.intact, m.problem);
+H5DCP_MESSAGE_FIELDS(detail::LocalStepReport, m.step, m.run_id, m.rank_nodes, m.copies);
+H5DCP_MESSAGE_FIELDS(detail::SurvivingNodeReport, m.node, m.steps);
+namespace detail {
+namespace {
+
+// A saved chunk: a tensor's fqn and the chunk's index in its metadata.
+using ChunkKey = std::pair<std::string, std::int64_t>;
+
+// Chunk `k` of `storage` (a 0-d tensor's one chunk is the scalar).
+ChunkStorageMetadata chunk_box(const TensorStorageMetadata& storage, std::int64_t k) {
+  if (storage.chunks.empty()) return ChunkStorageMetadata{};
+  return storage.chunks.at(static_cast<std::size_t>(k));
+}
+
+const TensorStorageMetadata& tensor_storage(const CheckpointIndex& index, const std::string& fqn) {
+  const auto found = index.metadata.state_dict_metadata.find(fqn);
+  if (found == index.metadata.state_dict_metadata.end() || !std::holds_alternative<TensorStorageMetadata>(found->second))
+    throw FormatError("h5dcp: the local copies hold no tensor '" + fqn + "'");
+  return std::get<TensorStorageMetadata>(found->second);
+}
+
+// Reads chunk `k` of `fqn` from `reader`, every checksum slab verified when
+// the copy has checksums for it.
+at::Tensor read_chunk(ContainerReader& reader, const CheckpointIndex& index, const std::string& fqn, std::int64_t k) {
+  const auto& storage = tensor_storage(index, fqn);
+  const auto box = chunk_box(storage, k);
+  auto block = at::empty(box.sizes, at::TensorOptions().dtype(to_scalar_type(storage.properties.dtype)));
+  if (volume(box.sizes) == 0) return block;
+  ReadItem item;
+  item.storage_fqn = fqn;
+  item.storage_offsets = box.offsets;
+  item.dest_offsets.assign(box.offsets.size(), 0);
+  item.lengths = box.sizes;
+  item.dtype = storage.properties.dtype;
+  item.source_chunks = {static_cast<std::size_t>(k)};
+  const auto sums = index.checksums.find(fqn);
+  if (sums != index.checksums.end()) {
+    read_verified(reader, item, block, storage, sums->second);
+  } else {
+    reader.read(fqn, item.dtype, box, block.data_ptr());
+  }
+  return block;
+}
+
+// The problem of the copy at `path` whose identity is `identity`, or
+// std::nullopt when it is intact: every block it holds reads back with its
+// checksums.
+std::optional<std::string> check_copy(const std::string& path, const LocalFileIdentity& identity) {
+  try {
+    const auto index = read_container_index(path);
+    ContainerReader reader(path, MPI_COMM_NULL);
+    const auto owners =
+        read_chunk_owners(reader, index.metadata, static_cast<std::int64_t>(identity.rank_node.size()));
+    for (const auto& [fqn, chunk_owners] : owners)
+      for (std::size_t k = 0; k < chunk_owners.size(); ++k)
+        if (chunk_owners[k] == identity.owner_rank) read_chunk(reader, index, fqn, static_cast<std::int64_t>(k));
+    reader.close();
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+}
+
+// The owner rank a copy's file name gives (local_copy_name), or -1.
+int owner_of_name(const std::string& name) {
+  for (int digits = 5; digits <= 9; ++digits) {
+    if (name.size() != 5 + static_cast<std::size_t>(digits) + 3) continue;
+    const auto number = name.substr(5, static_cast<std::size_t>(digits));
+    if (!std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; })) return -1;
+    const int owner = std::stoi(number);
+    return local_copy_name(owner) == name ? owner : -1;
+  }
+  return -1;
+}
+
+}  // namespace
+
+SurvivingNodeReport survey_local_copies(const std::string& node, const std::vector<LocalStepDirectory>& steps) {
+  SurvivingNodeReport report{node, {}};
+  for (const auto& [step, directory] : steps) {
+    LocalStepReport step_report;
+    step_report.step = step;
+    bool identified = false;
+    std::vector<std::string> names;
+    try {
+      names = list_names(directory);
+    } catch (const std::exception&) {
+      continue;  // gone meanwhile: nothing of it survives here
+    }
+    for (const auto& name : names) {
+      const int owner = owner_of_name(name);
+      if (owner < 0) continue;
+      const auto path = directory + "/" + name;
+      // The identity first: a copy whose blocks are damaged still says
+      // which run and job it is of.
+      std::optional<LocalFileIdentity> identity;
+      std::optional<std::string> problem;
+      try {
+        identity = read_local_identity(path);
+      } catch (const std::exception& e) {
+        problem = e.what();
+      }
+      if (identity && (identity->step != step || identity->owner_rank != owner))
+        problem = "it says it is step " + std::to_string(identity->step) + " of rank " +
+                  std::to_string(identity->owner_rank) + ", not what its name says";
+      else if (identity && identified && identity->run_id != step_report.run_id)
+        problem = "its run identity '" + identity->run_id + "' differs from its step's other copies'";
+      else if (identity && !identified) {
+        identified = true;
+        step_report.run_id = identity->run_id;
+        for (const auto n : identity->rank_node)
+          step_report.rank_nodes.push_back(identity->nodes.at(static_cast<std::size_t>(n)));
+      }
+      if (!problem) problem = check_copy(path, *identity);
+      step_report.copies.push_back(LocalCopyReport{owner, path, !problem, problem.value_or("")});
+    }
+    if (!step_report.copies.empty()) report.steps.push_back(std::move(step_report));
+  }
+  return report;
+}
+
+std::vector<SurvivingNodeReport> gather_node_reports(
+    const Comm& comm, const std::function<std::optional<SurvivingNodeReport>()>& survey) {
+  const auto all = comm.all_gather("local:survey", [&] {
+    const auto mine = survey();
+    return mine ? encode_message(*mine) : Bytes();
+  });
+  std::vector<SurvivingNodeReport> reports;
+  for (const auto& b : all)
+    if (!b.empty()) reports.push_back(ByteReader::decode<SurvivingNodeReport>(b));
+  return reports;
+}
+
+LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, const LoadOptions& options,
+                                           const LocalRecoverySources& sources) {
+  LocalRecoveryCounts counts;
+  const auto owner_count = sources.server.size();
+  // The step's index (metadata, values, checksums) and which rank saved
+  // each chunk, from one copy: every copy carries them whole.
+  const auto indexed = c.all_gather("local:index", [&] {
+    if (sources.server.at(0) != c.rank()) return Bytes();
+    auto index = read_container_index(sources.files[0]);
+    ContainerReader reader(sources.files[0], MPI_COMM_NULL);
+    auto owners = read_chunk_owners(reader, index.metadata, static_cast<std::int64_t>(owner_count));
+    reader.close();
+    return encode_message(std::pair(encode(index), owners));
+  });
+  const auto [index_bytes, owners] =
+      ByteReader::decode<std::pair<Bytes, std::map<std::string, std::vector<std::int64_t>>>>(
+          indexed.at(static_cast<std::size_t>(sources.server[0])));
+  const auto index = decode_checkpoint_index(index_bytes);
+
+  DefaultLoadPlanner default_planner(options.strict, options.convert_dtype);
+  LoadPlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
+  LoadExpansion expansion;
+  const bool expand = has_stateful(state);
+  if (expand)
+    c.all_gather("load:expand", [&] {
+      expansion = expand_for_load(state, index.metadata);
+      return Bytes();
+    });
+  StateDict& target = expand ? expansion.target : state;
+  std::optional<LoadPlan> plan;
+  c.all_gather("local:plan", [&] {
+    planner.set_up(target, index.metadata, c.is_coordinator());
+    plan = planner.create_local_plan();
+    return Bytes();
+  });
+
+  // The saved chunks this rank's reads overlap, asked of their servers.
+  std::vector<std::vector<ChunkKey>> wanted(static_cast<std::size_t>(c.size()));
+  std::set<ChunkKey> asked;
+  for (const auto& item : plan->items) {
+    if (item.type != ReadItemType::Tensor) continue;
+    std::vector<std::size_t> chunks = item.source_chunks;
+    if (chunks.empty()) chunks.push_back(0);
+    for (const auto k : chunks) {
+      ChunkKey key{item.storage_fqn, static_cast<std::int64_t>(k)};
+      if (!asked.insert(key).second) continue;
+      const auto owner = owners.at(item.storage_fqn).at(k);
+      wanted.at(static_cast<std::size_t>(sources.server.at(static_cast<std::size_t>(owner)))).push_back(key);
+    }
+  }
+  const auto requests = c.exchange("local:request", [&] {
+    std::vector<Bytes> out(wanted.size());
+    for (std::size_t s = 0; s < wanted.size(); ++s)
+      if (!wanted[s].empty()) out[s] = encode_message(wanted[s]);
+    return out;
+  });
+  const auto served = c.exchange("local:serve", [&] {
+    std::vector<Bytes> out(requests.size());
+    std::map<std::string, ContainerReader> readers;
+    for (std::size_t r = 0; r < requests.size(); ++r) {
+      if (requests[r].empty()) continue;
+      for (const auto& [fqn, k] : ByteReader::decode<std::vector<ChunkKey>>(requests[r])) {
+        const auto owner = static_cast<std::size_t>(owners.at(fqn).at(static_cast<std::size_t>(k)));
+        if (sources.server.at(owner) != c.rank())
+          throw Error("h5dcp: rank " + std::to_string(r) + " asked this rank for a chunk of '" + fqn +
+                      "' that another rank serves");
+        const auto& file = sources.files.at(owner);
+        auto reader = readers.find(file);
+        if (reader == readers.end()) reader = readers.try_emplace(file, file, MPI_COMM_NULL).first;
+        const auto block = read_chunk(reader->second, index, fqn, k);
+        const auto bytes = static_cast<std::size_t>(block.numel()) * block.element_size();
+        out[r].append(static_cast<const char*>(block.data_ptr()), bytes);
+        counts.bytes_read += static_cast<std::int64_t>(bytes);
+      }
+    }
+    for (auto& [file, reader] : readers) reader.close();
+    return out;
+  });
+  std::map<ChunkKey, at::Tensor> chunks;
+  for (std::size_t s = 0; s < wanted.size(); ++s) {
+    std::size_t at = 0;
+    for (const auto& key : wanted[s]) {
+      const auto& storage = tensor_storage(index, key.first);
+      auto block = at::empty(chunk_box(storage, key.second).sizes,
+                             at::TensorOptions().dtype(to_scalar_type(storage.properties.dtype)));
+      const auto bytes = static_cast<std::size_t>(block.numel()) * block.element_size();
+      if (at + bytes > served[s].size())
+        throw CheckpointError("local:serve", {{c.rank(), "rank " + std::to_string(s) + " sent fewer bytes than asked"}});
+      std::memcpy(block.data_ptr(), served[s].data() + at, bytes);
+      at += bytes;
+      counts.bytes_received += static_cast<std::int64_t>(bytes);
+      chunks.emplace(key, std::move(block));
+    }
+  }
+
+  const auto moved = c.all_gather("local:read", [&] {
+    for (const auto& item : plan->items) {
+      if (item.type == ReadItemType::Value) {
+        const auto& storage = std::get<BytesStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn));
+        planner.load_value(item,
+                           decode_value(storage.encoding, index.values.at(item.storage_fqn), item.storage_fqn));
+        continue;
+      }
+      const auto dest = planner.resolve_tensor(item);
+      const auto block = dest_block(dest, item);
+      const auto& storage = tensor_storage(index, item.storage_fqn);
+      std::vector<std::size_t> overlapped = item.source_chunks;
+      if (overlapped.empty()) overlapped.push_back(0);
+      for (const auto k : overlapped) {
+        const auto box = chunk_box(storage, static_cast<std::int64_t>(k));
+        auto from = chunks.at(ChunkKey{item.storage_fqn, static_cast<std::int64_t>(k)});
+        auto into = block;
+        bool empty = false;
+        for (std::size_t d = 0; d < box.sizes.size(); ++d) {
+          const auto lo = std::max(box.offsets[d], item.storage_offsets[d]);
+          const auto hi = std::min(box.offsets[d] + box.sizes[d], item.storage_offsets[d] + item.lengths[d]);
+          if (hi <= lo) {
+            empty = true;
+            break;
+          }
+          from = from.narrow(static_cast<std::int64_t>(d), lo - box.offsets[d], hi - lo);
+          into = into.narrow(static_cast<std::int64_t>(d), lo - item.storage_offsets[d], hi - lo);
+        }
+        if (!empty) into.copy_(from);
+      }
+      planner.commit_tensor(item, dest);
+    }
+    return encode_message(std::pair(counts.bytes_read, counts.bytes_received));
+  });
+  LocalRecoveryCounts totals;
+  for (const auto& m : moved) {
+    const auto [read, received] = ByteReader::decode<std::pair<std::int64_t, std::int64_t>>(m);
+    totals.bytes_read += read;
+    totals.bytes_received += received;
+  }
+  if (expand)
+    c.all_gather("load:commit", [&] {
+      commit_load(expansion, state);
+      return Bytes();
+    });
+  return totals;
+}
+
+}  // namespace detail
+}  // namespace h5dcp

@@ -1,0 +1,71 @@
+#pragma once
+// Recovering from a node-local tier (issue 50), the mechanism; which step,
+// and whether at all, is plan/local_step_choice's, asked by the manager:
+//
+//   local:survey   all_gather  each node's first rank reports the local steps
+//                              its node holds, every copy checked (identity,
+//                              every checksum of the blocks it holds)
+//   local:index    all_gather  the rank serving owner 0 reads the step's index
+//   local:plan     all_gather  each rank plans its reads (any rank count,
+//                              any sharding: the load planner's usual plan)
+//   local:request  exchange    each rank asks the serving ranks for the
+//                              saved chunks its reads overlap
+//   local:serve    exchange    the serving ranks read them (checksums
+//                              verified) and send them back
+//   local:read     all_gather  each rank copies its blocks out of them
+//
+// Only the serving ranks read files, each from its own node's directory: no
+// byte is read from the shared directory.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "h5dcp/options.hpp"
+#include "h5dcp/state_dict.hpp"
+#include "plan/local_step_choice.hpp"
+
+namespace h5dcp::detail {
+
+/// A local step directory a node holds.
+struct LocalStepDirectory {
+  std::int64_t step = 0;
+  std::string directory;
+};
+
+/// What the node `node` holds of `steps`: each copy in them with its
+/// identity and whether every checksum of the blocks it holds verified (a
+/// copy that does not is reported with why). Not collective; reads files.
+SurvivingNodeReport survey_local_copies(const std::string& node, const std::vector<LocalStepDirectory>& steps);
+
+/// Collective (step local:survey): the reports of every node, the same on
+/// every rank; `survey` runs on every rank and returns its node's report on
+/// each node's first rank, std::nullopt on the others.
+std::vector<SurvivingNodeReport> gather_node_reports(
+    const Comm& comm, const std::function<std::optional<SurvivingNodeReport>()>& survey);
+
+/// Where each owner rank of the chosen step is read: the rank of this job
+/// that serves it and the path of its copy on that rank's node.
+struct LocalRecoverySources {
+  std::int64_t step = 0;
+  std::vector<int> server;         ///< by owner rank
+  std::vector<std::string> files;  ///< by owner rank
+};
+
+/// What a recovery moved, all ranks together.
+struct LocalRecoveryCounts {
+  std::int64_t bytes_read = 0;      ///< read from local copies by the serving ranks
+  std::int64_t bytes_received = 0;  ///< received by the loading ranks from the serving ranks (themselves included)
+};
+
+/// Loads `state` (in place, any rank count, any sharding) from the copies
+/// `sources` names. Collective. Throws CheckpointError on every rank like
+/// h5dcp::load (a copy that fails its checksums now, a missing key, a peer
+/// that died).
+LocalRecoveryCounts load_from_local_copies(const Comm& comm, StateDict& state, const LoadOptions& options,
+                                           const LocalRecoverySources& sources);
+
+}  // namespace h5dcp::detail
