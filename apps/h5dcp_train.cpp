@@ -87,6 +87,12 @@ struct Config {
   std::int64_t crash_after_step = -1;
   std::string staging = "background";  // or "blocking": where async saves copy the state
   std::string device = "auto";         // or "cpu", "cuda": where the model trains
+  // The node-local tier (h5dcp::LocalTierOptions); no --local-dir: none.
+  std::string local_dir;
+  std::int64_t local_every = 1;
+  int local_replicas = 1;
+  int local_keep = 2;
+  std::string local_groups_variable;
 };
 
 constexpr int kInputs = 16;
@@ -395,12 +401,64 @@ int run(const Config& cfg, int rank, int size) {
   h5dcp::AsyncSaveOptions async_options;
   async_options.staging_bytes = std::max<std::int64_t>(
       std::int64_t{1} << 20, 2 * (trainer.parameter_count() * 3 * 4 + std::int64_t{cfg.dataset_size} * 8 + 65536));
-  h5dcp::CheckpointManager manager(cfg.checkpoint_dir, h5dcp::Retention{cfg.keep_last, cfg.keep_every}, MPI_COMM_WORLD);
+  h5dcp::ManagerOptions manager_options;
+  if (!cfg.local_dir.empty()) {
+    h5dcp::LocalTierOptions tier;
+    tier.directory = cfg.local_dir;
+    tier.every_steps = cfg.local_every;
+    tier.replicas = cfg.local_replicas;
+    tier.keep = cfg.local_keep;
+    tier.groups_variable = cfg.local_groups_variable;
+    // The shared directory gets every --checkpoint-every step: the drain.
+    tier.drain_every_steps = cfg.checkpoint_every;
+    manager_options.local = tier;
+  }
+  h5dcp::CheckpointManager manager(cfg.checkpoint_dir, h5dcp::Retention{cfg.keep_last, cfg.keep_every}, MPI_COMM_WORLD,
+                                   manager_options);
   if (rank == 0)
     for (const auto& orphan : manager.removed_orphans())
       std::printf("h5dcp-train: removed %s, left by a save that never finished\n", orphan.c_str());
 
-  if (cfg.resume) {
+  if (cfg.resume && manager_options.local) {
+    // The manager recovers from the local tier when it can (any rank count,
+    // the lost nodes' blocks from their copies), else from the shared
+    // directory; the configuration is checked after, from what it loaded.
+    auto state = trainer.state_dict();
+    state["config"] = trainer.config_dict();
+    const auto found = manager.load(state);
+    const auto& scan = manager.last_scan();
+    if (!found) {
+      if (rank == 0)
+        std::printf("h5dcp-train: --resume: no checkpoint in %s or the local tier yet, starting at step 0\n",
+                    cfg.checkpoint_dir.c_str());
+    } else {
+      const auto mine = trainer.config_dict();
+      for (const auto& [key, value] : std::get<h5dcp::StateDict>(state["config"]))
+        if (!same_value(value, mine.at(key))) {
+          if (rank == 0)
+            std::fprintf(stderr,
+                         "h5dcp-train: step %lld was trained with another '%s' than this run's; resume with the "
+                         "same --seed, --hidden, --global-batch, --micro-batches, --dataset-size and --lr\n",
+                         static_cast<long long>(found->step), key.c_str());
+          return kExitUsage;
+        }
+      state.erase("config");
+      trainer.restore(state);
+      if (rank == 0) {
+        if (found->local)
+          std::printf(
+              "h5dcp-train: resumed from local step %lld (the node-local tier) on %d ranks: %lld bytes read from "
+              "local copies and sent over MPI, none from %s\n",
+              static_cast<long long>(trainer.step()), size, static_cast<long long>(scan.local.bytes_read),
+              cfg.checkpoint_dir.c_str());
+        else
+          std::printf("h5dcp-train: resumed from %s (step %lld, shared directory) on %d ranks\n", found->path.c_str(),
+                      static_cast<long long>(trainer.step()), size);
+        for (const auto& line : scan.local.rejected) std::printf("h5dcp-train: local tier: %s\n", line.c_str());
+        for (const auto& line : scan.local.skipped) std::printf("h5dcp-train: local copy skipped: %s\n", line.c_str());
+      }
+    }
+  } else if (cfg.resume) {
     const auto found = manager.latest();
     const auto& scan = manager.last_scan();
     if (!found) {
@@ -469,7 +527,8 @@ int run(const Config& cfg, int rank, int size) {
     // so the run leaves a known newest checkpoint (and this step's save, if
     // any, half written).
     if (step == cfg.crash_after_step) manager.wait();
-    if (step % cfg.checkpoint_every == 0 || step == cfg.steps) {
+    const bool local_step = manager_options.local && step % cfg.local_every == 0;
+    if (local_step || step % cfg.checkpoint_every == 0 || step == cfg.steps) {
       const auto t0 = std::chrono::steady_clock::now();
       if (cfg.staging == "background")
         staging = manager.async_stage_and_save(step, trainer.state_dict(), async_options);
@@ -568,12 +627,25 @@ int main(int argc, char** argv) {
   app.add_option("--crash-after-step", cfg.crash_after_step,
                  "testing: SIGKILL every rank right after step N, once earlier checkpoints are complete and "
                  "while step N's, if any, is being written");
+  app.add_option("--local-dir", cfg.local_dir,
+                 "the node-local tier: each node's own directory ('{node}' is replaced by the node's name), e.g. "
+                 "/dev/shm/h5dcp-$SLURM_JOB_ID/{node}; a checkpoint every --local-every steps with copies on other "
+                 "nodes, drained to --checkpoint-dir every --checkpoint-every steps; --resume recovers from it");
+  app.add_option("--local-every", cfg.local_every, "local checkpoint every N steps (default 1)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--local-replicas", cfg.local_replicas, "copies of each node's data on other nodes (default 1)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--local-keep", cfg.local_keep, "local steps each node keeps (default 2)")->check(CLI::PositiveNumber);
+  app.add_option("--local-groups-variable", cfg.local_groups_variable,
+                 "environment variable holding the nodes' failure domains, 'node=group,...'");
   // A later option wins: job scripts append the user's options to their defaults.
   for (auto* option : app.get_options()) option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   try {
     app.parse(argc, argv);
     if (cfg.global_batch % cfg.micro_batches != 0)
       throw CLI::ValidationError("--micro-batches must divide --global-batch");
+    if (!cfg.local_dir.empty() && cfg.checkpoint_every % cfg.local_every != 0)
+      throw CLI::ValidationError("with --local-dir, --local-every must divide --checkpoint-every (the drain)");
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitDone : kExitUsage;
