@@ -2,7 +2,8 @@
 # The reliability figures in one command; writes docs/RELIABILITY.md.
 # Runs tests/reliability/reliability.py over fault_trial: the fault matrix
 # (every phase x failing rank x throw/kill/stall, at 2 and 4 ranks), kill -9
-# at random moments of a save loop, random byte flips, and takes the fuzzing
+# at random moments of a save loop, random byte flips, the node-local tier's
+# node-loss matrix (every loss pattern of 3 faked nodes, 1 and 2 replicas), and takes the fuzzing
 # figures from build-san/fuzz-stats.json when scripts/sanitize.sh has run, and
 # runs tests/hostile/run_hostile.py (damaged and malicious files) first.
 # The report records the SHA-256 of the sources it measured (the library's

@@ -209,4 +209,16 @@ void ProgressLine::finish() {
   shown_ = false;
 }
 
+std::string local_copy_text(const LocalCopySummary& copy) {
+  const auto owner = static_cast<std::size_t>(copy.owner_rank);
+  const auto node = owner < copy.rank_node.size() && static_cast<std::size_t>(copy.rank_node[owner]) < copy.nodes.size()
+                        ? copy.nodes[static_cast<std::size_t>(copy.rank_node[owner])]
+                        : std::string("?");
+  return "node-local copy of run " + copy.run_id + ", step " + std::to_string(copy.step) + ": the blocks of rank " +
+         std::to_string(copy.owner_rank) + " of " + std::to_string(copy.rank_node.size()) + " (node " + node + "), " +
+         (copy.replica == 0 ? std::string("its own node's copy") : "replica " + std::to_string(copy.replica)) +
+         "; it holds " + std::to_string(copy.chunks_held) + " of the step's " + std::to_string(copy.chunks_total) +
+         " chunks (the other ranks' blocks are not in this file) and every value";
+}
+
 }  // namespace h5dcp::cli

@@ -16,6 +16,7 @@
 #include "h5dcp/metadata.hpp"
 #include "h5dcp/progress.hpp"
 #include "h5dcp/state_dict.hpp"
+#include "h5dcp/verify.hpp"
 
 namespace h5dcp::cli {
 
@@ -64,6 +65,8 @@ std::string_view without_prefix(const std::string& message);
 
 /// "108 B", "4.0 KiB", "1.5 MiB", ...
 std::string human_bytes(std::int64_t bytes);
+/// One line on what a node-local tier's copy holds (inspect, verify).
+std::string local_copy_text(const LocalCopySummary& copy);
 /// "[4, 6]"; "[]" for a 0-d shape.
 std::string shape_text(const std::vector<std::int64_t>& shape);
 /// The shortest text that reads back as the same double ("0.1", "1e-07", "nan", "inf").

@@ -16,6 +16,7 @@
 #include "common.hpp"
 #include "h5dcp/checkpoint_reader.hpp"
 #include "h5dcp/file_kind.hpp"
+#include "h5dcp/verify.hpp"
 
 namespace h5dcp::cli {
 namespace {
@@ -149,6 +150,7 @@ void print_text(const std::string& path, CheckpointReader& reader) {
             << (md.world_size == 1 ? " rank" : " ranks") << " at " << md.created << "\n"
             << totals.tensors << " tensors (" << human_bytes(totals.tensor_bytes) << "), " << totals.values
             << " values, " << totals.containers << " containers\n";
+  if (const auto copy = read_local_copy_summary(path)) std::cout << local_copy_text(*copy) << "\n";
   std::vector<Row> rows;
   rows_of(tree_of(md), 0, reader, rows);
   if (rows.empty()) return;
@@ -238,6 +240,15 @@ void print_json(const std::string& path, CheckpointReader& reader) {
                    {"tensor_bytes", totals.tensor_bytes},
                    {"values", totals.values},
                    {"containers", totals.containers}};
+  if (const auto copy = read_local_copy_summary(path))
+    out["local_copy"] = {{"run_id", copy->run_id},
+                         {"step", copy->step},
+                         {"owner_rank", copy->owner_rank},
+                         {"replica", copy->replica},
+                         {"nodes", copy->nodes},
+                         {"rank_node", copy->rank_node},
+                         {"chunks_held", copy->chunks_held},
+                         {"chunks_total", copy->chunks_total}};
   out["root"] = node_json(tree_of(md), reader);
   std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }

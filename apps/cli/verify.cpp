@@ -24,6 +24,7 @@ Command add_verify(CLI::App& parent) {
     options.progress = progress.callback();
     const auto report = verify_checkpoint(*file, options);
     progress.finish();
+    if (report.local_copy) std::cout << *file << ": " << local_copy_text(*report.local_copy) << "\n";
     std::string checks;
     for (const auto& c : report.checks) checks += (checks.empty() ? "" : ", ") + c;
     if (report.ok()) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -18,15 +19,15 @@
 #include <utility>
 #include <vector>
 
+#include "api/local_save.hpp"
 #include "comm/comm.hpp"
 #include "comm/node_survey.hpp"
+#include "h5dcp/checkpoint.hpp"
 #include "h5dcp/checkpoint_manager.hpp"
 #include "h5dcp/error.hpp"
-#include "manager/local_tier.hpp"
-#include "api/local_save.hpp"
-#include "h5dcp/checkpoint.hpp"
 #include "hdf5/container_reader.hpp"
 #include "hdf5/local_file.hpp"
+#include "manager/local_tier.hpp"
 #include "storage/checkpoint_directory.hpp"
 #include "test_support.hpp"
 
@@ -215,10 +216,15 @@ TEST(LocalTierOptions, TheManagerChecksAndKeepsThem) {
   auto invalid = options;
   invalid.keep = 0;
   EXPECT_THROW(CheckpointManager(dir.file("run"), {}, MPI_COMM_WORLD, ManagerOptions{0, invalid}), UsageError);
-  // More copies than other nodes: the placement refuses at construction.
+  // More copies than other nodes (one real node): as many as fit, none here,
+  // and the local steps are still written.
   auto too_many = options;
   too_many.replicas = 1;
-  EXPECT_THROW(CheckpointManager(dir.file("run"), {}, MPI_COMM_WORLD, ManagerOptions{0, too_many}), UsageError);
+  {
+    CheckpointManager manager(dir.file("run"), {}, MPI_COMM_WORLD, ManagerOptions{0, too_many});
+    manager.save(2, StateDict{{"t", test::reference_tensor({4}, at::kFloat)}, {"x", std::int64_t{2}}});
+    EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(2));
+  }
   if (test::world_size() < 2) return;
   auto differing = options;
   differing.keep = 2 + test::world_rank() % 2;
@@ -234,10 +240,10 @@ TEST(LocalTierOptions, TheManagerChecksAndKeepsThem) {
 // (one per rank), a replicated one and a counter.
 at::Tensor full_weights() { return test::reference_tensor({8, 6}, at::kFloat, 7); }
 StateDict tier_state(std::int64_t step) {
-  return StateDict{{"w", test::grid_shards(full_weights(), test::world_size(), 1, test::world_rank(),
-                                           test::world_size())},
-                   {"b", test::reference_tensor({5}, at::kDouble, 3)},
-                   {"step", step}};
+  return StateDict{
+      {"w", test::grid_shards(full_weights(), test::world_size(), 1, test::world_rank(), test::world_size())},
+      {"b", test::reference_tensor({5}, at::kDouble, 3)},
+      {"step", step}};
 }
 
 // A broadcast of rank 0's directory, so every rank checks the same one.
@@ -338,6 +344,35 @@ TEST(LocalTierSave, AFailureInTheCopyFailsTheStepOnEveryRankAndKeepsThePreviousO
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST(LocalTierSave, APartnerThatStallsInTheCopyFailsTheStepWithinTheDeadline) {
+  if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks (two faked nodes)";
+  ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  auto options = tier_options(root);
+  options.run_id = "run-D";
+  CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
+  manager.save(1, tier_state(1));
+  const int stalled = test::world_size() - 1;
+  SaveOptions save_options;
+  save_options.timeout_seconds = 2 * test::time_scale();
+  {
+    ScopedVariable fault("H5DCP_INJECT_FAULT",
+                         "local:copy@" + std::to_string(stalled) + "~" + std::to_string(6 * test::time_scale()));
+    const auto started = std::chrono::steady_clock::now();
+    const auto error = test::expect_checkpoint_error([&] { manager.save(2, tier_state(2), save_options); });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (test::world_rank() != stalled) {
+      EXPECT_TRUE(error.failures().count(stalled)) << error.what();
+      EXPECT_LT(seconds, 6 * test::time_scale()) << "the others waited for the stalled rank";
+    }
+  }
+  EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(1));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto node_dir = detail::local_directory_for(options.directory, fake_node_of(test::world_rank()));
+  EXPECT_EQ(step_entries(node_dir), std::vector<std::string>{"local-step-00000001"});
+  MPI_Barrier(MPI_COMM_WORLD);
+}
 
 // --- recovery ---------------------------------------------------------------
 
@@ -398,7 +433,8 @@ void expect_step_state(const Recovered& got, std::int64_t step, int rank, int ra
   ASSERT_EQ(shards.size(), expected.local_shards().size());
   for (std::size_t i = 0; i < shards.size(); ++i)
     EXPECT_TRUE(test::bitwise_equal(shards[i].tensor, expected.local_shards()[i].tensor)) << "rank " << rank;
-  EXPECT_TRUE(test::bitwise_equal(std::get<at::Tensor>(got.state.at("b")), test::reference_tensor({5}, at::kDouble, 3)));
+  EXPECT_TRUE(
+      test::bitwise_equal(std::get<at::Tensor>(got.state.at("b")), test::reference_tensor({5}, at::kDouble, 3)));
   EXPECT_EQ(std::get<std::int64_t>(got.state.at("step")), step);
 }
 
@@ -427,14 +463,17 @@ TEST(LocalTierRecovery, ALostNodesBlocksComeFromItsReplicaOntoAnotherRankCount) 
   // nodes and a fresh one, ranks spread round robin over them.
   const int ranks = test::world_size() >= 3 ? test::world_size() - 1 : test::world_size();
   const auto nodes = survivors_and_a_fresh_node(fake_node_of(0));
-  const auto got = recover(root, options, ranks, [&](int r) { return nodes[static_cast<std::size_t>(r) % nodes.size()]; });
+  const auto got =
+      recover(root, options, ranks, [&](int r) { return nodes[static_cast<std::size_t>(r) % nodes.size()]; });
   if (got) {
     ASSERT_TRUE(got->info.has_value());
     EXPECT_TRUE(got->info->local);
     EXPECT_EQ(got->info->step, 3);
     EXPECT_EQ(got->scan.local.step, std::optional<std::int64_t>(3));
-    EXPECT_GT(got->scan.local.bytes_read, 0);
-    EXPECT_EQ(got->scan.local.bytes_sent, got->scan.local.bytes_read) << "every chunk is read once and sent once";
+    // Every saved chunk read once (w: 8 x 6 float32, b: 5 float64), sent to
+    // each rank that needs a part of it.
+    EXPECT_EQ(got->scan.local.bytes_read, 8 * 6 * 4 + 5 * 8);
+    EXPECT_GE(got->scan.local.bytes_sent, got->scan.local.bytes_read);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     expect_step_state(*got, 3, rank, ranks);
@@ -486,7 +525,8 @@ TEST(LocalTierRecovery, ACorruptedCopyIsSkippedByNameAndItsReplicaUsed) {
     const auto at = bytes.find(needle);
     ASSERT_NE(at, std::string::npos) << "rank 0's block is not in its copy";
     bytes[at + needle.size() / 2] = static_cast<char>(bytes[at + needle.size() / 2] ^ 0x01);
-    std::ofstream(damaged, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(damaged, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
   MPI_Barrier(MPI_COMM_WORLD);
   const auto got = recover(root, options, test::world_size(), [](int r) { return fake_node_of(r); });

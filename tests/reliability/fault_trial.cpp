@@ -8,6 +8,12 @@
 //   fault_trial check DIR MIB               (1 process) what DIR/ckpt.h5 holds now, then
 //                                           whether the next save cleans up what is left
 //   fault_trial flips FILE MIB SEED FIRST COUNT  (1 process) byte flips of a saved file
+//   fault_trial nodeloss DIR MIB LOST REPLICAS  (mpiexec, one rank per faked node "node-a", "node-b", ...)
+//                                           a CheckpointManager with a node-local tier (REPLICAS copies)
+//                                           saves generations 1-3 (the shared directory gets 2), the
+//                                           nodes LOST ("a,c", or "none") lose their local directories,
+//                                           and a job on the survivors and fresh nodes loads; rank 0
+//                                           prints where it recovered from and whether bit for bit
 //
 // LAYOUT is how the weights are sharded: "rows" (default: every block is one
 // contiguous range of the file, so h5dcp writes it independently) or
@@ -333,6 +339,48 @@ int run_flips(const std::string& file, int mib, unsigned seed, int first, int co
   return 0;
 }
 
+// The node-local tier's node-loss trial (see the top of the file).
+int run_nodeloss(const std::string& dir, int mib, const std::string& lost, int replicas) {
+  const auto node = [](int rank) { return std::string("node-") + static_cast<char>('a' + rank); };
+  const auto is_lost = [&](int rank) {
+    return lost != "none" &&
+           ("," + lost + ",").find("," + std::string(1, static_cast<char>('a' + rank)) + ",") != std::string::npos;
+  };
+  h5dcp::LocalTierOptions tier;
+  tier.directory = dir + "/local/{node}";
+  tier.replicas = replicas;
+  tier.drain_every_steps = 2;
+  tier.run_id = "nodeloss";
+  ::setenv("H5DCP_NODE_NAME", node(rank_of()).c_str(), 1);
+  {
+    h5dcp::CheckpointManager manager(dir + "/shared", {}, MPI_COMM_WORLD, h5dcp::ManagerOptions{0, tier});
+    for (int gen = 1; gen <= 3; ++gen) manager.save(gen, state(mib, gen));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank_of() == 0)
+    for (int r = 0; r < size_of(); ++r)
+      if (is_lost(r)) fs::remove_all(dir + "/local/" + node(r));
+  MPI_Barrier(MPI_COMM_WORLD);
+  // The recovering job: a lost node's rank runs on a fresh node.
+  ::setenv("H5DCP_NODE_NAME", (is_lost(rank_of()) ? "fresh-" + std::to_string(rank_of()) : node(rank_of())).c_str(), 1);
+  h5dcp::CheckpointManager manager(dir + "/shared", {}, MPI_COMM_WORLD, h5dcp::ManagerOptions{0, tier});
+  auto target = empty_target(mib);
+  const auto found = manager.load(target);
+  int exact = found && generation_of(target, mib) == static_cast<int>(found->step) ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &exact, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank_of() == 0) {
+    const auto& scan = manager.last_scan();
+    std::printf("{\"from\": \"%s\", \"step\": %lld, \"exact\": %s, \"skipped\": %zu, \"rejected\": %s}\n",
+                !found         ? "none"
+                : found->local ? "local"
+                               : "shared",
+                found ? static_cast<long long>(found->step) : -1LL, exact ? "true" : "false", scan.local.skipped.size(),
+                json_string(scan.local.rejected.empty() ? std::string() : scan.local.rejected.front()).c_str());
+    std::fflush(stdout);
+  }
+  return exact ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -348,6 +396,8 @@ int main(int argc, char** argv) {
       rc = run_loop(a[1], std::stoi(a[2]));
     else if (a.size() == 3 && a[0] == "check")
       rc = run_check(a[1], std::stoi(a[2]));
+    else if (a.size() == 5 && a[0] == "nodeloss")
+      rc = run_nodeloss(a[1], std::stoi(a[2]), a[3], std::stoi(a[4]));
     else if (a.size() == 6 && a[0] == "flips")
       rc = run_flips(a[1], std::stoi(a[2]), static_cast<unsigned>(std::stoul(a[3])), std::stoi(a[4]), std::stoi(a[5]));
     else

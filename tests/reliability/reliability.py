@@ -21,6 +21,7 @@ Deadlines and time limits are multiplied by H5DCP_TEST_TIME_SCALE (default 1).
 """
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -383,7 +384,46 @@ def run_flips(lab, count):
     return results
 
 
-def summarize(cells, kills, flips, fuzz, diag=None):
+NODES = "abc"  # the node-loss trials' faked nodes, one rank each
+
+
+def nodeloss_expected(lost, replicas):
+    """Where a node-loss trial must recover from: the local step when every node's
+    data keeps a copy (node i's copies are on the nodes i+1..i+replicas by name,
+    no groups: plan/replica_placement), else the shared checkpoint."""
+    n = len(NODES)
+    kept = all(any(NODES[(i + k) % n] not in lost for k in range(replicas + 1)) for i in range(n))
+    return ("local", 3) if kept else ("shared", 2)
+
+
+def run_nodeloss(lab):
+    """Every loss pattern of the three nodes, with one and with two replicas."""
+    results = []
+    for replicas in (1, 2):
+        for size in range(len(NODES) + 1):
+            for lost in itertools.combinations(NODES, size):
+                d = lab.fresh_dir()
+                spec = ",".join(lost) or "none"
+                t0 = time.time()
+                rc, out = run(lab.mpi(len(NODES), "nodeloss", d, "1", spec, str(replicas)), scaled(300), lab.env)
+                rows = [r for r in json_lines(out) if "from" in r]
+                row = rows[-1] if rows else {"from": "crash" if rc is not None else "hang", "step": -1, "exact": False,
+                                              "skipped": 0, "rejected": out[-300:]}
+                want = nodeloss_expected(lost, replicas)
+                problems = []
+                if (row["from"], row["step"]) != want:
+                    problems.append("recovered from %s step %s, not %s step %d" % (row["from"], row["step"], *want))
+                if not row["exact"]:
+                    problems.append("not bit for bit")
+                results.append(dict(row, replicas=replicas, lost=spec, expected="%s step %d" % want,
+                                    seconds=time.time() - t0, problems=problems))
+                print("nodeloss replicas %d lost %s: %s step %s%s" % (replicas, spec, row["from"], row["step"],
+                                                                       " PROBLEMS: " + "; ".join(problems)
+                                                                       if problems else ""), flush=True)
+    return results
+
+
+def summarize(cells, kills, flips, fuzz, diag=None, nodeloss=()):
     s = {"matrix_trials": len(cells),
          "hangs": sum("hang" in c["problems"] for c in cells),
          "partial": sum(any(p.startswith("published partial") for p in c["problems"]) for c in cells),
@@ -394,7 +434,8 @@ def summarize(cells, kills, flips, fuzz, diag=None):
          "kills_not_delivered": sum(not k.get("killed") for k in kills),
          "kills_wrong_generation": sum(bool(k.get("wrong_generation")) for k in kills),
          "hdf5_diag": len(DIAG) if diag is None else diag,
-         "flips": len(flips)}
+         "flips": len(flips),
+         "nodeloss": len(nodeloss), "nodeloss_problems": sum(bool(c["problems"]) for c in nodeloss)}
     for region in ("data", "metadata"):
         rows = [f for f in flips if f.get("region") == region]
         s["flips_" + region] = len(rows)
@@ -405,7 +446,8 @@ def summarize(cells, kills, flips, fuzz, diag=None):
     s["fuzz"] = fuzz
     s["ok"] = (s["matrix_problems"] == 0 and s["kills_lost"] == 0 and s["kills_hang"] == 0 and
                s["kills_left_behind"] == 0 and s["kills_not_delivered"] == 0 and s["kills_wrong_generation"] == 0 and
-               s["hdf5_diag"] == 0 and s["silent_wrong"] == 0 and s["flips_crash_or_hang"] == 0)
+               s["hdf5_diag"] == 0 and s["silent_wrong"] == 0 and s["flips_crash_or_hang"] == 0 and
+               s["nodeloss_problems"] == 0)
     return s
 
 
@@ -437,7 +479,7 @@ def read_fuzz_stats(path):
         return json.load(f)
 
 
-def write_report(path, s, cells, kills, flips, args, info):
+def write_report(path, s, cells, kills, flips, args, info, nodeloss=()):
     def yes(v):
         return "**%d**" % v if v else "0"
     if info.get("sources_sha256"):
@@ -477,7 +519,10 @@ def write_report(path, s, cells, kills, flips, args, info):
              "| HDF5 error stacks (HDF5-DIAG) printed by any process | %s | 0 |" % yes(s["hdf5_diag"]),
              "| random byte flips | %d | |" % s["flips"],
              "| ... silent wrong loads | %s | 0 |" % yes(s["silent_wrong"]),
-             "| ... crashes or hangs of the reader | %s | 0 |" % yes(s["flips_crash_or_hang"]), ""]
+             "| ... crashes or hangs of the reader | %s | 0 |" % yes(s["flips_crash_or_hang"]),
+             "| node-loss trials of the node-local tier | %d | |" % s.get("nodeloss", 0),
+             "| ... not recovered from where they must be, or not bit for bit | %s | 0 |" % yes(
+                 s.get("nodeloss_problems", 0)), ""]
     lines += ["## Fault matrix", "",
               "Phases are the collective steps (`save:block` is a failure while a rank",
               "resolves one of its blocks, inside the write). Actions: **throw** (the rank",
@@ -537,6 +582,22 @@ def write_report(path, s, cells, kills, flips, args, info):
         lines.append("| %s | %d | %d | %d | %s |" % (region, s["flips_" + region], s["flips_%s_error" % region],
                                                    s["flips_%s_identical" % region],
                                                    yes(s["flips_%s_WRONG" % region])))
+    lines += ["", "## Node loss (the node-local tier)", "",
+              "`fault_trial nodeloss`: three faked nodes (`H5DCP_NODE_NAME`), one rank each, save generations",
+              "1-3 through a `CheckpointManager` with a node-local tier (a local step every step, the shared",
+              "directory every second: it holds generation 2, the nodes' local directories 2 and 3); the lost",
+              "nodes' local directories are then removed, and a job of three ranks on the surviving nodes and",
+              "fresh ones (empty directories) loads. Where it must recover from: the local step 3 when every",
+              "node's data kept a copy (a node's copies are on the next `replicas` nodes by name), else the",
+              "shared step 2; either way bit for bit, every rank loading the whole state.", "",
+              "| replicas | nodes lost | recovered from | expected | bit for bit | copies skipped | why the local step was passed over | problems |",
+              "|---:|---|---|---|---|---:|---|---|"]
+    for c in nodeloss:
+        lines.append("| %d | %s | %s step %s | %s | %s | %d | %s | %s |" % (
+            c["replicas"], c["lost"], c["from"], c["step"], c["expected"], "yes" if c["exact"] else "**no**",
+            c["skipped"], (c["rejected"] or "").replace("|", "/"), "; ".join(c["problems"]) or "none"))
+    if not nodeloss:
+        lines.append("| | | no node-loss trials in this run | | | | | |")
     lines += ["", "## Fuzzing", "",
               "libFuzzer targets in tests/fuzz/ (clang, ASan + UBSan), as run by",
               "`scripts/sanitize.sh`. LeakSanitizer checks every target at exit; libFuzzer's",
@@ -583,7 +644,8 @@ def main():
         with open(args.report_from) as f:
             saved = json.load(f)
         fuzz = read_fuzz_stats(args.fuzz_stats)
-        s = summarize(saved["matrix"], saved["kills"], saved["flips"], fuzz, saved["summary"].get("hdf5_diag", 0))
+        s = summarize(saved["matrix"], saved["kills"], saved["flips"], fuzz, saved["summary"].get("hdf5_diag", 0),
+                      saved.get("nodeloss", []))
         # The run's own settings and sources hash: the figures are the run's.
         # A JSON from before they were recorded: this command's settings
         # (the defaults of that time) and no sources hash.
@@ -591,7 +653,8 @@ def main():
         if info["sources_sha256"] and info["sources_sha256"] != sources_hash(SOURCE_ROOT)[0]:
             print("reliability.py: the sources changed since the run of %s: the report records the run's hash, and "
                   "tests/reliability/report_current.py will call it stale" % args.report_from, file=sys.stderr)
-        write_report(args.report, s, saved["matrix"], saved["kills"], saved["flips"], args, info)
+        write_report(args.report, s, saved["matrix"], saved["kills"], saved["flips"], args, info,
+                     saved.get("nodeloss", []))
         return 0 if s["ok"] else 1
     # Hashed before the run: a change to the sources while it runs makes the report stale.
     info = run_info(args)
@@ -601,14 +664,16 @@ def main():
     cells = run_matrix(lab, args.quick)
     kills = run_kills(lab, args.kills, args.kill_ranks, args.kill_mib)
     flips = run_flips(lab, args.flips)
+    nodeloss = run_nodeloss(lab)
     fuzz = read_fuzz_stats(args.fuzz_stats)
-    s = summarize(cells, kills, flips, fuzz)
+    s = summarize(cells, kills, flips, fuzz, nodeloss=nodeloss)
     print(json.dumps({k: v for k, v in s.items() if k != "fuzz"}, indent=1))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"run": info, "summary": s, "matrix": cells, "kills": kills, "flips": flips}, f, indent=1)
+            json.dump({"run": info, "summary": s, "matrix": cells, "kills": kills, "flips": flips,
+                       "nodeloss": nodeloss}, f, indent=1)
     if args.report:
-        write_report(args.report, s, cells, kills, flips, args, info)
+        write_report(args.report, s, cells, kills, flips, args, info, nodeloss)
     shutil.rmtree(args.workdir, ignore_errors=True)
     return 0 if s["ok"] else 1
 

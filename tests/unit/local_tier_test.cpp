@@ -188,9 +188,18 @@ TEST(LocalTierPlacement, FollowsTheVariablesGroups) {
   // Two replicas need three racks: two are too few.
   o.replicas = 2;
   EXPECT_THROW(local_tier_placement(rank_nodes, o, std::string("n0=r0,n1=r0,n2=r1,n3=r1")), UsageError);
-  // Without groups two replicas fit on four nodes.
+  // Fitted (a manager's, so that a job on the nodes left still runs): one,
+  // outside the rack.
+  const auto fitted = local_tier_placement(rank_nodes, o, std::string("n0=r0,n1=r0,n2=r1,n3=r1"), /*fit=*/true);
+  EXPECT_EQ(fitted.replicas, 1);
+  EXPECT_EQ(fitted.partners[0].size(), 1U);
+  EXPECT_EQ(fitted.groups[static_cast<std::size_t>(fitted.partners[0][0])], "r1");
+  // Without groups two replicas fit on four nodes, and fitting changes nothing.
   o.groups_variable.clear();
   EXPECT_EQ(local_tier_placement(rank_nodes, o, std::nullopt).partners[0].size(), 2U);
+  EXPECT_EQ(local_tier_placement(rank_nodes, o, std::nullopt, /*fit=*/true).replicas, 2);
+  // One node: no copy fits.
+  EXPECT_EQ(local_tier_placement({"n0", "n0"}, o, std::nullopt, /*fit=*/true).replicas, 0);
 }
 
 }  // namespace

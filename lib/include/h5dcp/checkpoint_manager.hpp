@@ -116,7 +116,9 @@ struct LocalTierOptions {
   std::string directory;
   /// How many other nodes hold a copy of each node's data (>= 0; 0: only the
   /// node's own copy). Copies never go to the node itself, nor to a node of
-  /// its group (below): the job needs `replicas` + 1 nodes (groups).
+  /// its group (below): a job with fewer than `replicas` + 1 nodes (groups),
+  /// e.g. one restarted on the nodes left, makes as many copies as it can,
+  /// with a warning.
   int replicas = 1;
   /// A local checkpoint every N steps (>= 1; every step is the goal).
   std::int64_t every_steps = 1;
@@ -139,6 +141,13 @@ struct LocalTierOptions {
   /// This run's identity (see above; at most 256 printable ASCII characters,
   /// no spaces); empty: derived.
   std::string run_id;
+};
+
+/// Where a save of a manager with a local tier goes (without one: always
+/// the shared directory).
+enum class SaveTarget {
+  Auto,    ///< a local step to the tier (and, on a drain step, the shared directory too); any other step shared
+  Shared,  ///< the shared directory too, whatever the step: a run's last step, a preemption's
 };
 
 struct ManagerOptions {
@@ -187,8 +196,7 @@ class CheckpointManager {
   /// CheckpointError on every rank when the directory cannot be made, is in
   /// use by another manager (another job, or this process), or cannot be
   /// cleaned; UsageError when ranks pass different directories or options,
-  /// or options.local is not valid (LocalTierOptions) or cannot be placed
-  /// (fewer than `replicas` + 1 nodes or groups). With a local tier it also
+  /// or options.local is not valid (LocalTierOptions). With a local tier it also
   /// surveys the ranks' nodes, adopts the run identity, and each node's
   /// first rank creates and locks the node's local directory and removes
   /// its crashed local saves' leftovers (also named in removed_orphans()).
@@ -221,7 +229,9 @@ class CheckpointManager {
   /// written to the tier (LocalTierOptions), and to the shared directory
   /// only when it is also a drain step; a local save that fails leaves the
   /// previous local steps (and shared checkpoints) as they were.
-  SaveResult save(std::int64_t step, const StateDict& state, const SaveOptions& options = {});
+  /// SaveTarget::Shared saves to the shared directory too whatever the step.
+  SaveResult save(std::int64_t step, const StateDict& state, const SaveOptions& options = {},
+                  SaveTarget target = SaveTarget::Auto);
 
   /// Starts an async save of `state` as step `step` (as h5dcp::async_save:
   /// returns once this rank's tensors are staged; they may change
@@ -233,13 +243,15 @@ class CheckpointManager {
   /// is done: by poll(), wait(), the next save or the destructor.
   /// Collective. Needs MPI_THREAD_MULTIPLE (UsageError otherwise). The
   /// returned future holds this save's result or CheckpointError.
-  SaveFuture async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options = {});
+  SaveFuture async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options = {},
+                        SaveTarget target = SaveTarget::Auto);
 
   /// As async_save, but returns once the save is planned; the copy into
   /// staging runs on a staging thread (h5dcp::async_stage_and_save): wait on
   /// the returned `staged` before changing the tensors of `state` in place.
   /// Collective; throws as async_save.
-  StagedSave async_stage_and_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options = {});
+  StagedSave async_stage_and_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options = {},
+                                  SaveTarget target = SaveTarget::Auto);
 
   /// When the async save in flight has finished: the coordinator points
   /// `latest` at it and applies retention. Never blocks on the save and
@@ -286,12 +298,12 @@ class CheckpointManager {
  private:
   struct Impl;
   StagedSave start_async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options,
-                              bool stage_in_background);
+                              bool stage_in_background, SaveTarget target);
   void start_local_tier();
   std::optional<CheckpointInfo> recover_local(StateDict& state, const LoadOptions& options, LocalRecoveryScan& scan);
   SaveResult save_local(std::int64_t step, const StateDict& state, const SaveOptions& options);
   bool local_step(std::int64_t step) const;   // written to the local tier
-  bool shared_step(std::int64_t step) const;  // written to the shared directory
+  bool shared_step(std::int64_t step, SaveTarget target) const;  // written to the shared directory
   std::string directory_;
   Retention retention_;
   std::vector<std::string> removed_orphans_;

@@ -13,8 +13,11 @@
 //   checksums  every slab of every saved chunk matches the checksum stored
 //              with it (files that carry checksums; older ones skip this);
 //   values     every non-tensor value decodes (payload size, UTF-8 text).
+// A node-local tier's copy (docs/FORMAT.md: one owner rank's blocks, the
+// others holes) is verified as what it is: the blocks it holds.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,25 @@ struct VerifyProblem {
   std::string message;  ///< what is wrong, in words
 };
 
+/// What a node-local tier's copy (CheckpointManager's LocalTierOptions)
+/// holds: the blocks one rank of the saving job wrote, of one step of one run.
+struct LocalCopySummary {
+  std::string run_id;
+  std::int64_t step = 0;
+  int owner_rank = 0;                   ///< whose blocks
+  int replica = 0;                      ///< 0: the owner's node's own copy; k: its k-th partner node's
+  std::vector<std::string> nodes;       ///< the saving job's nodes
+  std::vector<std::int64_t> rank_node;  ///< the node of each rank of the saving job
+  std::int64_t chunks_held = 0;         ///< the owner's chunks, of all tensors
+  std::int64_t chunks_total = 0;        ///< the chunks of all tensors
+};
+
+/// The summary of the local copy at `path`; std::nullopt when the file is a
+/// checkpoint but not a local copy. Not collective. Throws FormatError when
+/// it is not a readable checkpoint or its local attributes are damaged,
+/// IoError when it cannot be read.
+std::optional<LocalCopySummary> read_local_copy_summary(const std::string& path);
+
 struct VerifyReport {
   std::vector<VerifyProblem> problems;
   std::vector<std::string> checks;  ///< the checks that ran, in order
@@ -35,6 +57,9 @@ struct VerifyReport {
   std::int64_t values = 0;          ///< non-tensor values checked
   std::int64_t containers = 0;      ///< dicts and lists checked
   std::int64_t bytes_read = 0;      ///< tensor bytes read back
+  /// Set for a local copy: only its owner's chunks are read and checked
+  /// (tiling: the chunks of every owner still tile each tensor).
+  std::optional<LocalCopySummary> local_copy;
   bool ok() const noexcept { return problems.empty(); }
 };
 

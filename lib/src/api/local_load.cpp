@@ -43,7 +43,8 @@ ChunkStorageMetadata chunk_box(const TensorStorageMetadata& storage, std::int64_
 
 const TensorStorageMetadata& tensor_storage(const CheckpointIndex& index, const std::string& fqn) {
   const auto found = index.metadata.state_dict_metadata.find(fqn);
-  if (found == index.metadata.state_dict_metadata.end() || !std::holds_alternative<TensorStorageMetadata>(found->second))
+  if (found == index.metadata.state_dict_metadata.end() ||
+      !std::holds_alternative<TensorStorageMetadata>(found->second))
     throw FormatError("h5dcp: the local copies hold no tensor '" + fqn + "'");
   return std::get<TensorStorageMetadata>(found->second);
 }
@@ -78,8 +79,7 @@ std::optional<std::string> check_copy(const std::string& path, const LocalFileId
   try {
     const auto index = read_container_index(path);
     ContainerReader reader(path, MPI_COMM_NULL);
-    const auto owners =
-        read_chunk_owners(reader, index.metadata, static_cast<std::int64_t>(identity.rank_node.size()));
+    const auto owners = read_chunk_owners(reader, index.metadata, static_cast<std::int64_t>(identity.rank_node.size()));
     for (const auto& [fqn, chunk_owners] : owners)
       for (std::size_t k = 0; k < chunk_owners.size(); ++k)
         if (chunk_owners[k] == identity.owner_rank) read_chunk(reader, index, fqn, static_cast<std::int64_t>(k));
@@ -219,6 +219,7 @@ LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, cons
   const auto served = c.exchange("local:serve", [&] {
     std::vector<Bytes> out(requests.size());
     std::map<std::string, ContainerReader> readers;
+    std::map<ChunkKey, at::Tensor> read;  // a chunk several ranks ask for is read once
     for (std::size_t r = 0; r < requests.size(); ++r) {
       if (requests[r].empty()) continue;
       for (const auto& [fqn, k] : ByteReader::decode<std::vector<ChunkKey>>(requests[r])) {
@@ -226,13 +227,15 @@ LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, cons
         if (sources.server.at(owner) != c.rank())
           throw Error("h5dcp: rank " + std::to_string(r) + " asked this rank for a chunk of '" + fqn +
                       "' that another rank serves");
-        const auto& file = sources.files.at(owner);
-        auto reader = readers.find(file);
-        if (reader == readers.end()) reader = readers.try_emplace(file, file, MPI_COMM_NULL).first;
-        const auto block = read_chunk(reader->second, index, fqn, k);
-        const auto bytes = static_cast<std::size_t>(block.numel()) * block.element_size();
-        out[r].append(static_cast<const char*>(block.data_ptr()), bytes);
-        counts.bytes_read += static_cast<std::int64_t>(bytes);
+        auto block = read.find(ChunkKey{fqn, k});
+        if (block == read.end()) {
+          const auto& file = sources.files.at(owner);
+          auto reader = readers.find(file);
+          if (reader == readers.end()) reader = readers.try_emplace(file, file, MPI_COMM_NULL).first;
+          block = read.emplace(ChunkKey{fqn, k}, read_chunk(reader->second, index, fqn, k)).first;
+          counts.bytes_read += static_cast<std::int64_t>(block->second.nbytes());
+        }
+        out[r].append(static_cast<const char*>(block->second.data_ptr()), block->second.nbytes());
       }
     }
     for (auto& [file, reader] : readers) reader.close();
@@ -247,7 +250,8 @@ LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, cons
                              at::TensorOptions().dtype(to_scalar_type(storage.properties.dtype)));
       const auto bytes = static_cast<std::size_t>(block.numel()) * block.element_size();
       if (at + bytes > served[s].size())
-        throw CheckpointError("local:serve", {{c.rank(), "rank " + std::to_string(s) + " sent fewer bytes than asked"}});
+        throw CheckpointError("local:serve",
+                              {{c.rank(), "rank " + std::to_string(s) + " sent fewer bytes than asked"}});
       std::memcpy(block.data_ptr(), served[s].data() + at, bytes);
       at += bytes;
       counts.bytes_received += static_cast<std::int64_t>(bytes);
@@ -259,8 +263,7 @@ LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, cons
     for (const auto& item : plan->items) {
       if (item.type == ReadItemType::Value) {
         const auto& storage = std::get<BytesStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn));
-        planner.load_value(item,
-                           decode_value(storage.encoding, index.values.at(item.storage_fqn), item.storage_fqn));
+        planner.load_value(item, decode_value(storage.encoding, index.values.at(item.storage_fqn), item.storage_fqn));
         continue;
       }
       const auto dest = planner.resolve_tensor(item);

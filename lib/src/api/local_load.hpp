@@ -44,8 +44,8 @@ SurvivingNodeReport survey_local_copies(const std::string& node, const std::vect
 /// Collective (step local:survey): the reports of every node, the same on
 /// every rank; `survey` runs on every rank and returns its node's report on
 /// each node's first rank, std::nullopt on the others.
-std::vector<SurvivingNodeReport> gather_node_reports(
-    const Comm& comm, const std::function<std::optional<SurvivingNodeReport>()>& survey);
+std::vector<SurvivingNodeReport> gather_node_reports(const Comm& comm,
+                                                     const std::function<std::optional<SurvivingNodeReport>()>& survey);
 
 /// Where each owner rank of the chosen step is read: the rank of this job
 /// that serves it and the path of its copy on that rank's node.

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 
 #include "api/save_steps.hpp"
 #include "api/stateful_expansion.hpp"
@@ -119,7 +119,8 @@ SaveResult save_local_step(const Comm& c, const StateDict& state_dict, const Sav
     if (destinations.empty()) return out;
     Bytes packed(mine_at.back(), '\0');
     for (std::size_t i = 0; i < mine.size(); ++i)
-      if (mine[i].bytes > 0) std::memcpy(packed.data() + mine_at[i], bytes[i].get(), static_cast<std::size_t>(mine[i].bytes));
+      if (mine[i].bytes > 0)
+        std::memcpy(packed.data() + mine_at[i], bytes[i].get(), static_cast<std::size_t>(mine[i].bytes));
     for (const int d : destinations) out.at(static_cast<std::size_t>(d)) = packed;
     return out;
   });

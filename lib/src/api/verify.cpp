@@ -15,6 +15,7 @@
 #include <set>
 #include <vector>
 
+#include "api/local_copy_summary.hpp"
 #include "base/checksum.hpp"
 #include "base/exception_text.hpp"
 #include "base/utf8.hpp"
@@ -45,6 +46,12 @@ class Verifier {
       return;
     }
     const auto& md = index_.metadata;
+    try {
+      report_.local_copy = detail::local_copy_summary(path_, md, &owners_);
+    } catch (const Error& e) {
+      problem("metadata", "", e.what());
+      return;
+    }
     report_.containers = static_cast<std::int64_t>(md.containers.size());
     check_structure();
     check_tensors();
@@ -168,7 +175,14 @@ class Verifier {
     std::size_t mismatches = 0;
     std::string first_mismatch;
     bool bad_bool = false;
-    const auto pieces = pieces_of(fqn, t);
+    auto pieces = pieces_of(fqn, t);
+    if (report_.local_copy) {
+      // A local copy holds its owner's chunks only: the rest are holes.
+      const auto& owners = owners_.at(fqn);
+      std::erase_if(pieces, [&](const Piece& p) {
+        return p.chunk >= owners.size() || owners[p.chunk] != report_.local_copy->owner_rank;
+      });
+    }
     for (const auto& piece : pieces) {
       const auto bytes = static_cast<std::size_t>(detail::volume(piece.box.sizes) * element);
       buffer.resize(bytes);
@@ -217,6 +231,7 @@ class Verifier {
   const VerifyOptions& options_;
   VerifyReport& report_;
   detail::CheckpointIndex index_;
+  std::map<std::string, std::vector<std::int64_t>> owners_;  // a local copy's chunk owners
 };
 
 }  // namespace

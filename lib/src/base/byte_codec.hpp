@@ -93,7 +93,7 @@ class ByteWriter {
     } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
       put_string(value);
     } else if constexpr (MessageStruct<T>) {
-      std::apply([this](const auto&... field) { (put_value(field), ...); }, MessageFields<T>::of(value));
+      std::apply([&](const auto&... field) { (put_value(field), ...); }, MessageFields<T>::of(value));
     } else if constexpr (IsPair<T>::value) {
       put_value(value.first);
       put_value(value.second);
@@ -102,7 +102,7 @@ class ByteWriter {
       if (value) put_value(*value);
     } else if constexpr (IsVariant<T>::value) {
       put<std::uint8_t>(static_cast<std::uint8_t>(value.index()));
-      std::visit([this](const auto& alternative) { put_value(alternative); }, value);
+      std::visit([&](const auto& alternative) { put_value(alternative); }, value);
     } else {
       static_assert(
           requires { value.size(), value.begin(); }, "not a message value");
@@ -171,7 +171,7 @@ class ByteReader {
     } else if constexpr (std::is_same_v<T, std::string>) {
       value = get_string();
     } else if constexpr (MessageStruct<T>) {
-      std::apply([this](auto&... field) { (get_value(field), ...); }, MessageFields<T>::of(value));
+      std::apply([&](auto&... field) { (get_value(field), ...); }, MessageFields<T>::of(value));
     } else if constexpr (IsPair<T>::value) {
       get_value(value.first);
       get_value(value.second);

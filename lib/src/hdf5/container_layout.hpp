@@ -12,11 +12,11 @@ inline constexpr const char* kChecksumAlgorithm = "h5dcp.checksum_algorithm";  /
 
 // Root attributes of a node-local tier's copy (hdf5/local_file.hpp).
 inline constexpr const char* kLocalRunId = "h5dcp.local.run_id";
-inline constexpr const char* kLocalStep = "h5dcp.local.step";                // int64[1]
-inline constexpr const char* kLocalOwnerRank = "h5dcp.local.owner_rank";     // int64[1]
-inline constexpr const char* kLocalReplica = "h5dcp.local.replica";          // int64[1]
-inline constexpr const char* kLocalNodes = "h5dcp.local.nodes";              // node names, one per line
-inline constexpr const char* kLocalRankNode = "h5dcp.local.rank_node";       // int64[world_size]
+inline constexpr const char* kLocalStep = "h5dcp.local.step";                 // int64[1]
+inline constexpr const char* kLocalOwnerRank = "h5dcp.local.owner_rank";      // int64[1]
+inline constexpr const char* kLocalReplica = "h5dcp.local.replica";           // int64[1]
+inline constexpr const char* kLocalNodes = "h5dcp.local.nodes";               // node names, one per line
+inline constexpr const char* kLocalRankNode = "h5dcp.local.rank_node";        // int64[world_size]
 inline constexpr const char* kLocalChunkOwners = "h5dcp.local.chunk_owners";  // int64[chunks], on tensors
 
 // Attributes of every group and dataset below the root.

@@ -51,7 +51,6 @@ class ContainerReader {
   Hid dataset(const std::string& fqn);
 
  private:
-
   std::string path_;
   Handle file_;
   Handle dxpl_;

@@ -75,6 +75,12 @@ std::map<std::string, std::vector<std::int64_t>> read_chunk_owners(ContainerRead
   return out;
 }
 
+bool is_local_copy(const std::string& path) {
+  check_hdf5_file(path);
+  const auto file = open_file_read_only(path, MPI_COMM_NULL);
+  return has_attribute(file.get(), layout::kLocalRunId);
+}
+
 LocalFileIdentity read_local_identity(const std::string& path) {
   check_hdf5_file(path);
   const auto file = open_file_read_only(path, MPI_COMM_NULL);

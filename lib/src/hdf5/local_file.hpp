@@ -42,6 +42,10 @@ void write_chunk_owners(Hid dataset, const std::vector<std::int64_t>& owners);
 std::map<std::string, std::vector<std::int64_t>> read_chunk_owners(ContainerReader& reader, const Metadata& metadata,
                                                                    std::int64_t world_size);
 
+/// Whether the checkpoint file at `path` is a local copy (has the root
+/// attribute h5dcp.local.run_id). Throws FormatError when it cannot be opened.
+bool is_local_copy(const std::string& path);
+
 /// The identity of the local copy at `path`; throws FormatError when it is
 /// not one (no h5dcp.local.* attributes, or inconsistent ones).
 LocalFileIdentity read_local_identity(const std::string& path);

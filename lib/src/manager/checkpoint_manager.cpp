@@ -14,13 +14,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <future>
+#include <set>
 #include <string_view>
 #include <utility>
 
 #include "api/async_save_engine.hpp"
+#include "api/checkpoint_session.hpp"
 #include "api/local_load.hpp"
 #include "api/local_save.hpp"
+#include "api/save_steps.hpp"
 #include "base/byte_codec.hpp"
 #include "base/exception_text.hpp"
 #include "comm/comm.hpp"
@@ -166,14 +170,21 @@ void CheckpointManager::start_local_tier() {
   const auto& tier = *impl.options.local;
   const auto& c = impl.comm;
   Impl::Local local;
-  local.placement = detail::survey_local_tier(c, tier);
+  // A job that lost nodes must still recover: fewer copies than asked when
+  // it has too few nodes (groups) for them, and a warning.
+  local.placement = detail::survey_local_tier(c, tier, /*fit=*/true);
   const auto& p = local.placement;
+  if (p.replicas < tier.replicas && c.is_coordinator())
+    std::fprintf(stderr,
+                 "h5dcp: warning: checkpoint manager: the local tier asks for %d copies of each node's data on other "
+                 "nodes, but this job's %zu nodes allow %d (each copy on another node, outside the node's group)\n",
+                 tier.replicas, p.nodes.size(), p.replicas);
   const auto node = static_cast<std::size_t>(p.node_of_rank.at(static_cast<std::size_t>(c.rank())));
   local.directory = detail::local_directory_for(tier.directory, p.nodes[node]);
   local.node_leader = p.node_ranks[node].front() == c.rank();
-  local.run_id = tier.run_id.empty() ? c.broadcast("checkpoint-manager:run-id",
-                                                   [&] { return detail::adopt_run_id(directory_); })
-                                     : tier.run_id;
+  local.run_id = tier.run_id.empty()
+                     ? c.broadcast("checkpoint-manager:run-id", [&] { return detail::adopt_run_id(directory_); })
+                     : tier.run_id;
   const auto removed = c.all_gather("checkpoint-manager:local-start", [&] {
     if (!local.node_leader) return detail::Bytes();
     detail::create_directories_durably(local.directory);
@@ -182,7 +193,8 @@ void CheckpointManager::start_local_tier() {
   });
   for (const auto& r : removed)
     if (!r.empty())
-      for (auto& path : detail::ByteReader::decode<std::vector<std::string>>(r)) removed_orphans_.push_back(std::move(path));
+      for (auto& path : detail::ByteReader::decode<std::vector<std::string>>(r))
+        removed_orphans_.push_back(std::move(path));
   impl.local = std::move(local);
 }
 
@@ -193,7 +205,11 @@ std::optional<std::int64_t> CheckpointManager::latest_local() const noexcept {
 SaveResult CheckpointManager::save_local(std::int64_t step, const StateDict& state, const SaveOptions& options) {
   auto& impl = *impl_;
   auto& local = *impl.local;
-  const auto& c = impl.comm;
+  // A session of its own, as h5dcp::save has: its deadline (a partner that
+  // dies mid-copy fails the step, not the manager's communicator).
+  const detail::CheckpointSession session(impl.user_comm, impl.options.coordinator, "local save", directory_,
+                                          options.timeout_seconds, detail::save_settings(options));
+  const auto& c = session.comm();
   const auto partial = local.directory + "/" + detail::partial_local_step_name(step);
   try {
     c.all_gather("local:prepare", [&] {
@@ -290,7 +306,8 @@ std::optional<SaveResult> CheckpointManager::wait() {
   return std::exchange(impl.finished, std::nullopt);
 }
 
-SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, const SaveOptions& options) {
+SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, const SaveOptions& options,
+                                   SaveTarget target) {
   auto& impl = *impl_;
   if (step < 0) throw UsageError("h5dcp: checkpoint steps must be >= 0, not " + std::to_string(step));
   wait();
@@ -300,7 +317,7 @@ SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, co
   std::optional<SaveResult> local;
   if (local_step(step)) {
     local = save_local(step, state, o);
-    if (!shared_step(step)) return *local;
+    if (!shared_step(step, target)) return *local;
   }
   auto result = h5dcp::save(state, path_for(step), o, impl.user_comm);
   impl.comm.broadcast("checkpoint-manager:publish", [&] {
@@ -310,17 +327,19 @@ SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, co
   return result;
 }
 
-SaveFuture CheckpointManager::async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options) {
-  return start_async_save(step, state, options, false).saved;
+SaveFuture CheckpointManager::async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options,
+                                         SaveTarget target) {
+  return start_async_save(step, state, options, false, target).saved;
 }
 
 StagedSave CheckpointManager::async_stage_and_save(std::int64_t step, const StateDict& state,
-                                                   const AsyncSaveOptions& options) {
-  return start_async_save(step, state, options, true);
+                                                   const AsyncSaveOptions& options, SaveTarget target) {
+  return start_async_save(step, state, options, true, target);
 }
 
 StagedSave CheckpointManager::start_async_save(std::int64_t step, const StateDict& state,
-                                               const AsyncSaveOptions& options, bool stage_in_background) {
+                                               const AsyncSaveOptions& options, bool stage_in_background,
+                                               SaveTarget target) {
   auto& impl = *impl_;
   if (step < 0) throw UsageError("h5dcp: checkpoint steps must be >= 0, not " + std::to_string(step));
   wait();
@@ -331,7 +350,7 @@ StagedSave CheckpointManager::start_async_save(std::int64_t step, const StateDic
     // The local step is written before returning (the local tier's saves
     // are synchronous so far); only a drain to the shared directory is async.
     auto result = save_local(step, state, o);
-    if (!shared_step(step)) {
+    if (!shared_step(step, target)) {
       std::promise<void> staged;
       staged.set_value();
       std::promise<SaveResult> saved;
@@ -349,9 +368,9 @@ bool CheckpointManager::local_step(std::int64_t step) const {
   return tier && step % tier->every_steps == 0;
 }
 
-bool CheckpointManager::shared_step(std::int64_t step) const {
+bool CheckpointManager::shared_step(std::int64_t step, SaveTarget target) const {
   const auto& tier = impl_->options.local;
-  if (!tier || step % tier->every_steps != 0) return true;
+  if (!tier || target == SaveTarget::Shared || step % tier->every_steps != 0) return true;
   return tier->drain_every_steps > 0 && step % tier->drain_every_steps == 0;
 }
 
@@ -392,31 +411,55 @@ std::optional<CheckpointInfo> CheckpointManager::latest() {
 }
 
 std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state, const LoadOptions& options,
-                                                              LocalRecoveryScan& scan) {
+                                                               LocalRecoveryScan& scan) {
   auto& impl = *impl_;
   const auto& local = *impl.local;
-  const auto& c = impl.comm;
   if (impl.in_flight) {  // its failure, if any, stays for the next wait()
     impl.in_flight->future.wait();
     poll();
   }
   // Only the names of the shared checkpoints: nothing is read there.
   const auto shared_steps = steps();
+  const detail::CheckpointSession session(impl.user_comm, impl.options.coordinator, "local load", directory_,
+                                          options.timeout_seconds,
+                                          {{"strict", detail::bool_text(options.strict)},
+                                           {"convert_dtype", detail::bool_text(options.convert_dtype)}});
+  const auto& c = session.comm();
   const auto shared = shared_steps.empty() ? std::nullopt : std::optional<std::int64_t>(shared_steps.back());
   const auto& p = local.placement;
-  const auto node_of = [&](int rank) { return p.nodes[static_cast<std::size_t>(p.node_of_rank[static_cast<std::size_t>(rank)])]; };
-  const auto reports = detail::gather_node_reports(c, [&]() -> std::optional<detail::SurvivingNodeReport> {
-    if (!local.node_leader) return std::nullopt;
-    std::vector<detail::LocalStepDirectory> candidates;
+  const auto node_of = [&](int rank) {
+    return p.nodes[static_cast<std::size_t>(p.node_of_rank[static_cast<std::size_t>(rank)])];
+  };
+  // The local steps newer than the shared one that any node holds (names
+  // only), then their copies checked one step at a time, newest first: the
+  // usual recovery checks one step, not every step kept.
+  const auto mine = [&] {
+    std::vector<std::int64_t> out;
     for (const auto step : detail::list_local_steps(local.directory))
-      if (!shared || step > *shared)
-        candidates.push_back({step, local.directory + "/" + detail::local_step_name(step)});
-    return detail::survey_local_copies(node_of(c.rank()), candidates);
-  });
-  const auto choice = detail::choose_local_step(local.run_id, shared, reports);
-  for (const auto& s : choice.skipped)
-    scan.skipped.push_back(s.node + ": " + s.file + ": " + s.reason);
-  scan.rejected = choice.rejected;
+      if (!shared || step > *shared) out.push_back(step);
+    return out;
+  };
+  std::set<std::int64_t, std::greater<>> candidates;
+  for (const auto& listed : c.all_gather("local:list", [&] {
+         return local.node_leader ? detail::encode_message(mine()) : detail::Bytes();
+       }))
+    if (!listed.empty())
+      for (const auto step : detail::ByteReader::decode<std::vector<std::int64_t>>(listed)) candidates.insert(step);
+  detail::LocalStepChoice choice;
+  for (const auto step : candidates) {
+    const auto reports = detail::gather_node_reports(c, [&]() -> std::optional<detail::SurvivingNodeReport> {
+      if (!local.node_leader) return std::nullopt;
+      const auto held = mine();
+      std::vector<detail::LocalStepDirectory> dirs;
+      if (std::find(held.begin(), held.end(), step) != held.end())
+        dirs.push_back({step, local.directory + "/" + detail::local_step_name(step)});
+      return detail::survey_local_copies(node_of(c.rank()), dirs);
+    });
+    choice = detail::choose_local_step(local.run_id, shared, reports);
+    for (const auto& skipped : choice.skipped) scan.skipped.push_back(skipped.node + ": " + skipped.file + ": " + skipped.reason);
+    scan.rejected.insert(scan.rejected.end(), choice.rejected.begin(), choice.rejected.end());
+    if (choice.step) break;
+  }
   if (c.is_coordinator()) {
     for (const auto& line : scan.skipped)
       std::fprintf(stderr, "h5dcp: warning: checkpoint manager: local copy skipped: %s\n", line.c_str());
@@ -428,8 +471,11 @@ std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state,
   sources.step = *choice.step;
   for (const auto& source : choice.sources) {
     const auto node = std::find(p.nodes.begin(), p.nodes.end(), source.node);
-    if (node == p.nodes.end()) throw Error("h5dcp: checkpoint manager: the local copies' node " + source.node + " is not in this job");
-    sources.server.push_back(p.node_ranks[static_cast<std::size_t>(node - p.nodes.begin())].front());
+    if (node == p.nodes.end())
+      throw Error("h5dcp: checkpoint manager: the local copies' node " + source.node + " is not in this job");
+    // The node's ranks share its owners' copies to serve.
+    const auto& ranks = p.node_ranks[static_cast<std::size_t>(node - p.nodes.begin())];
+    sources.server.push_back(ranks[sources.server.size() % ranks.size()]);
     sources.files.push_back(source.file);
   }
   auto o = options;
@@ -450,7 +496,9 @@ std::optional<CheckpointInfo> CheckpointManager::load(StateDict& state, const Lo
       return recovered;
     }
     if (impl_->comm.is_coordinator() && !local_scan.rejected.empty())
-      std::fprintf(stderr, "h5dcp: checkpoint manager: no local step can be recovered; loading the shared directory's newest checkpoint\n");
+      std::fprintf(stderr,
+                   "h5dcp: checkpoint manager: no local step can be recovered; loading the shared directory's newest "
+                   "checkpoint\n");
   }
   auto found = latest();
   scan_.local = std::move(local_scan);

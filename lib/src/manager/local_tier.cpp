@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <set>
 #include <string>
 
 #include "comm/node_survey.hpp"
@@ -139,11 +140,22 @@ std::string local_directory_for(std::string_view pattern, std::string_view node)
 }
 
 ReplicaPlacement local_tier_placement(const std::vector<std::string>& rank_nodes, const LocalTierOptions& options,
-                                      const std::optional<std::string>& variable_value) {
-  return place_replicas(rank_nodes, local_tier_groups(options, variable_value), options.replicas);
+                                      const std::optional<std::string>& variable_value, bool fit) {
+  const auto groups = local_tier_groups(options, variable_value);
+  int replicas = options.replicas;
+  if (fit) {
+    // Each copy goes to another group: a node has at most (groups - 1).
+    std::set<std::string> used;
+    for (const auto& node : rank_nodes) {
+      const auto g = groups.find(node);
+      used.insert(g != groups.end() ? g->second : groups.empty() ? node : std::string());
+    }
+    replicas = std::min(replicas, std::max(static_cast<int>(used.size()) - 1, 0));
+  }
+  return place_replicas(rank_nodes, groups, replicas);
 }
 
-ReplicaPlacement survey_local_tier(const Comm& comm, const LocalTierOptions& options) {
+ReplicaPlacement survey_local_tier(const Comm& comm, const LocalTierOptions& options, bool fit) {
   const auto nodes = survey_nodes(comm);
   std::optional<std::string> value;
   if (options.groups.empty() && !options.groups_variable.empty())
@@ -151,7 +163,7 @@ ReplicaPlacement survey_local_tier(const Comm& comm, const LocalTierOptions& opt
   comm.require_same("CheckpointManager's local tier: the environment",
                     {{options.groups_variable, variable_setting(value)}});
   // Pure and the same everywhere: a UsageError is thrown by every rank alike.
-  return local_tier_placement(nodes, options, value);
+  return local_tier_placement(nodes, options, value, fit);
 }
 
 std::string local_step_name(std::int64_t step) {

@@ -47,9 +47,12 @@ std::string local_directory_for(std::string_view pattern, std::string_view node)
 /// The placement of the job whose rank r runs on `rank_nodes[r]`, with the
 /// groups of `options` (local_tier_groups) and its replicas
 /// (place_replicas; UsageError when the job has too few nodes or groups).
-/// Pure: the same on every rank given the same arguments.
+/// Pure: the same on every rank given the same arguments. With `fit`, the
+/// copies are as many as the job's groups allow (a job that lost nodes
+/// still recovers and saves, with fewer copies: placement.replicas says how
+/// many) instead of that UsageError.
 ReplicaPlacement local_tier_placement(const std::vector<std::string>& rank_nodes, const LocalTierOptions& options,
-                                      const std::optional<std::string>& variable_value);
+                                      const std::optional<std::string>& variable_value, bool fit = false);
 
 /// A local step's directory name in a node's local directory,
 /// "local-step-<step, 8 digits or more>", and the step of such a name.
@@ -85,6 +88,6 @@ std::string partial_local_step_name(std::int64_t step);
 /// value of options.groups_variable (required the same on every rank,
 /// UsageError otherwise), and local_tier_placement from them, the same on
 /// every rank; a UsageError of the placement is thrown on every rank.
-ReplicaPlacement survey_local_tier(const Comm& comm, const LocalTierOptions& options);
+ReplicaPlacement survey_local_tier(const Comm& comm, const LocalTierOptions& options, bool fit = false);
 
 }  // namespace h5dcp::detail

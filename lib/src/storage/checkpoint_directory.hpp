@@ -30,8 +30,6 @@ class DirectoryLock {
   /// this process, holds the directory.
   explicit DirectoryLock(const std::string& dir);
   ~DirectoryLock();
-  DirectoryLock(const DirectoryLock&) = delete;
-  DirectoryLock& operator=(const DirectoryLock&) = delete;
 
   /// False on a file system without fcntl() locks (a warning said so).
   bool locked() const noexcept { return locked_; }

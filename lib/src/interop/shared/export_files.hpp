@@ -35,8 +35,6 @@ class ExportSource {
   explicit ExportSource(const std::string& path);
   /// Closes what is still open, under the gate. Never throws.
   ~ExportSource();
-  ExportSource(const ExportSource&) = delete;
-  ExportSource& operator=(const ExportSource&) = delete;
 
   const CheckpointIndex& index() const noexcept { return index_; }
 

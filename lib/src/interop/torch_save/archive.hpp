@@ -38,8 +38,6 @@ class TorchSaveReader {
   /// window does not lie in the file; IoError when it cannot be read.
   explicit TorchSaveReader(const std::string& path, const ArchiveWindow& window = {});
   ~TorchSaveReader();
-  TorchSaveReader(const TorchSaveReader&) = delete;
-  TorchSaveReader& operator=(const TorchSaveReader&) = delete;
 
   /// data.pkl, unpickled and indexed; every storage's data offset in the
   /// file is filled in and checked against the file size.
@@ -77,8 +75,6 @@ class TorchSaveWriter {
   explicit TorchSaveWriter(const std::string& path);
   /// Abandons an uncommitted file: the temporary file is removed.
   ~TorchSaveWriter();
-  TorchSaveWriter(const TorchSaveWriter&) = delete;
-  TorchSaveWriter& operator=(const TorchSaveWriter&) = delete;
 
   /// Writes the record `name` ("data.pkl", "data/0", ...) now. Throws IoError.
   void write_record(const std::string& name, const void* data, std::size_t size);
