@@ -24,7 +24,7 @@ recovery   Recovering the same step, saved by --save-ranks ranks, onto --load-ra
            the program's own files warmed by `h5dcp-train --help`. The time is h5dcp-train's
            "--resume took" (a barrier, then finding and loading, the slowest rank); samples
            alternate local/shared. Each sample trains one step further and its loss must equal a
-           reference run's.
+           reference run's. One more local recovery, traced (H5DCP_TRACE=1), untimed: its steps.
 shared_bytes  Bytes written to the shared directory over --bytes-steps steps: without the tier,
            a checkpoint every step (--checkpoint-every 1); with it, a local checkpoint every step and
            the drain every --drain-every steps. Counted as the sizes of the checkpoint files the run
@@ -46,7 +46,7 @@ p.add_argument("--json", required=True)
 p.add_argument("--mpiexec", default="mpiexec")
 p.add_argument("--dir", default="/tmp/h5dcp-bench/local-tier", help="the 'shared' directories (a disk)")
 p.add_argument("--local-root", default="/dev/shm/h5dcp-local-tier-bench", help="the fake nodes' local directories")
-p.add_argument("--rounds", type=int, default=3, help="step cost: A/B rounds")
+p.add_argument("--rounds", type=int, default=4, help="step cost: A/B rounds")
 p.add_argument("--ranks", type=int, default=2, help="step cost and bytes: ranks (one fake node each)")
 p.add_argument("--steps", type=int, default=30)
 p.add_argument("--hidden", type=int, default=1024)
@@ -55,7 +55,7 @@ p.add_argument("--micro-batches", type=int, default=4)
 p.add_argument("--save-ranks", type=int, default=4)
 p.add_argument("--load-ranks", type=int, default=3)
 p.add_argument("--nodes", type=int, default=2, help="recovery: fake nodes (ranks spread over them in order)")
-p.add_argument("--recovery-hidden", type=int, default=4096)
+p.add_argument("--recovery-hidden", type=int, default=3072)
 p.add_argument("--recovery-samples", type=int, default=3, help="recovery: samples of each kind")
 p.add_argument("--bytes-steps", type=int, default=100)
 p.add_argument("--drain-every", type=int, default=25)
@@ -64,7 +64,8 @@ args = p.parse_args()
 os.makedirs(args.dir, exist_ok=True)
 shutil.rmtree(args.local_root, ignore_errors=True)
 os.makedirs(args.local_root)
-openmpi = "Open MPI" in subprocess.run([args.mpiexec, "--version"], capture_output=True, text=True).stdout
+openmpi = re.search(r"Open MPI|OpenRTE", subprocess.run([args.mpiexec, "--version"], capture_output=True,
+                                                         text=True).stdout) is not None
 wrapper = os.path.join(args.dir, "fake-node.sh")
 with open(wrapper, "w") as f:
     f.write('#!/bin/sh\n# Each rank on fake node node<k>: ranks spread over H5DCP_BENCH_NODES nodes in order.\n'
@@ -74,15 +75,28 @@ os.chmod(wrapper, 0o755)
 failures = []
 
 
-def train(ranks, nodes, *flags, hidden, batch, micro):
-    """h5dcp-train on `ranks` ranks over `nodes` fake nodes; its stdout (fails the bench on an error)."""
-    env = dict(os.environ, H5DCP_BENCH_NODES=str(nodes), OMPI_MCA_mpi_yield_when_idle="1")
+def train(ranks, nodes, *flags, hidden, batch, micro, trace=None):
+    """h5dcp-train on `ranks` ranks over `nodes` fake nodes; its stdout (fails the bench on an error).
+    trace: a dict that gets H5DCP_TRACE's steps, {step: [seconds worked, per occurrence, the slowest rank]}."""
+    env = dict(os.environ, H5DCP_BENCH_NODES=str(nodes), OMPI_MCA_mpi_yield_when_idle="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")  # Open MPI: more ranks than cores (the recovery's 4)
     fwd = ["-x", "H5DCP_BENCH_NODES"] if openmpi else []
+    if trace is not None:
+        env["H5DCP_TRACE"] = "1"
+        fwd += ["-x", "H5DCP_TRACE"] if openmpi else []
     cmd = [args.mpiexec, "-n", str(ranks), *fwd, wrapper, args.train, "--hidden", str(hidden), "--global-batch",
            str(batch), "--micro-batches", str(micro), "--dataset-size", str(max(1024, batch)), *map(str, flags)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"local_tier_bench: {' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    if trace is not None:
+        seen = {}  # (rank, step) -> occurrences so far
+        for m in re.finditer(r"^\[h5dcp trace\] rank (\d+) (\S+)\s+waited [\d.]+ s, worked ([\d.]+) s", r.stderr, re.M):
+            rank, step, worked = int(m.group(1)), m.group(2), float(m.group(3))
+            i = seen[(rank, step)] = seen.get((rank, step), -1) + 1
+            column = trace.setdefault(step, [])
+            column.extend([0.0] * (i + 1 - len(column)))
+            column[i] = max(column[i], worked)
     return r.stdout
 
 
@@ -139,10 +153,17 @@ for rnd in range(args.rounds):
         step_runs[kind].append(run)
         print(f"{kind}: {run['mean_ms']:.2f} ms per step ({saves} saves), read back: {run['read_back']}", flush=True)
 med = {k: statistics.median(r["mean_ms"] for r in v) for k, v in step_runs.items()}
+# Where a local checkpoint's time goes: one more tier run, traced (H5DCP_TRACE=1), not timed.
+step_trace = {}
+train(args.ranks, args.ranks, "--steps", 10, "--checkpoint-every", 20, "--checkpoint-dir",
+      fresh(os.path.join(args.dir, "steps-traced")), "--local-dir",
+      os.path.join(fresh(os.path.join(args.local_root, "steps")), "{node}"), "--local-every", 1, **model,
+      trace=step_trace)
+step_trace = {k: statistics.median(v) for k, v in step_trace.items() if k.startswith(("local:", "save:"))}
 print(f"step cost: tier/none = {med['tier'] / med['none']:.3f}", flush=True)
 
 # --- b. recovery ---------------------------------------------------------------------------------
-rm = dict(hidden=args.recovery_hidden, batch=24, micro=12)
+rm = dict(hidden=args.recovery_hidden, batch=8, micro=4)
 k = 2  # the recovered step
 print(f"== local tier, recovery: step {k} saved by {args.save_ranks} ranks, recovered by {args.load_ranks} "
       f"on {args.nodes} fake nodes, --hidden {args.recovery_hidden}", flush=True)
@@ -206,6 +227,11 @@ for i in range(args.recovery_samples):
                     path = os.path.join(d, f)
                     shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
 rec = {k2: statistics.median(s["seconds"] for s in v) for k2, v in samples.items()}
+# Where the local recovery's time goes: one more, traced, not timed (and warm: after the samples).
+recovery_trace = {}
+train(args.load_ranks, args.nodes, "--resume", "--steps", k, "--checkpoint-dir", tier_dir, "--checkpoint-every",
+      2 * k + 2, "--local-dir", local, "--local-every", 2 * k + 2, **rm, trace=recovery_trace)
+recovery_trace = {k2: sum(v) for k2, v in recovery_trace.items() if k2.startswith(("local:", "load:"))}
 print(f"recovery: shared/local = {rec['shared'] / rec['local']:.2f}", flush=True)
 
 # --- c. bytes written to the shared directory ----------------------------------------------------
@@ -228,10 +254,11 @@ fs = subprocess.run(["findmnt", "-no", "SOURCE,FSTYPE", "-T", args.dir], capture
 result = dict(
     ok=not failures, failures=failures, ranks=args.ranks, shared_fs=" ".join(fs),
     step_cost=dict(steps=n, hidden=args.hidden, global_batch=args.global_batch, micro_batches=args.micro_batches,
-                   rounds=args.rounds, runs=step_runs, median_ms=med),
+                   rounds=args.rounds, runs=step_runs, median_ms=med, traced_seconds=step_trace),
     recovery=dict(step=k, save_ranks=args.save_ranks, load_ranks=args.load_ranks, nodes=args.nodes,
                   hidden=args.recovery_hidden, checkpoint_bytes=os.path.getsize(step_file),
-                  local_step_bytes=local_bytes, cold=cold, samples=samples, median_seconds=rec),
+                  local_step_bytes=local_bytes, cold=cold, samples=samples, median_seconds=rec,
+                  traced_seconds=recovery_trace),
     shared_bytes=dict(steps=args.bytes_steps, runs=written),
 )
 with open(args.json, "w") as f:

@@ -1286,7 +1286,8 @@ def local_tier_lines():
                  rounds=plural(sc["rounds"], "round"), none=num(a, 2), none_spread=spread_2(none), tier=num(b, 2),
                  tier_spread=spread_2(tier), target=f"{LOCAL_STEP_COST:g}",
                  ratio=near(b / a, LOCAL_STEP_COST) if step_ok else "not compared: a read-back failed",
-                 verdict=verdict(b / a <= LOCAL_STEP_COST) if step_ok else "not judged"), ""]
+                 verdict=verdict(b / a <= LOCAL_STEP_COST) if step_ok else "not judged",
+                 trace=trace_text("local_tier.step_trace", sc.get("traced_seconds"), 1e3, "ms", 1)), ""]
     sh, lo = rc["samples"]["shared"], rc["samples"]["local"]
     ta, tb = rc["median_seconds"]["shared"], rc["median_seconds"]["local"]
     rc_gb = rc["checkpoint_bytes"] / 1e9
@@ -1302,7 +1303,8 @@ def local_tier_lines():
                  verdict=verdict(ta / tb >= LOCAL_RECOVERY_SPEEDUP) if rec_ok else "not judged",
                  drop=fill("local_tier.recovery.drop" if rc["cold"] else "local_tier.recovery.no_drop"),
                  fincore=fill("local_tier.recovery.fincore", cached=f"{max(cached):,}") if cached
-                 else fill("local_tier.recovery.no_fincore"), equal=equal(rec_ok)), ""]
+                 else fill("local_tier.recovery.no_fincore"), equal=equal(rec_ok),
+                 trace=trace_text("local_tier.recovery_trace", rc.get("traced_seconds"), 1, "s", 3)), ""]
     per = 100
     wn, wt = sb["runs"]["none"], sb["runs"]["tier"]
     scale = per / sb["steps"]
@@ -1312,6 +1314,17 @@ def local_tier_lines():
                  ratio=num(wn["bytes"] / wt["bytes"], 1) if wt["bytes"] else "–",
                  none_ms=num(wn["steps_ms"], 2), tier_ms=num(wt["steps_ms"], 2)), ""]
     return out
+
+
+def trace_text(block, traced, scale, unit, digits):
+    """The traced steps (H5DCP_TRACE) of a local-tier run, the largest first, those under a hundredth of
+    the whole left out; "" where the JSON has none."""
+    if not traced:
+        return ""
+    total = sum(traced.values())
+    shown = sorted(((v, k) for k, v in traced.items() if v >= total / 100), reverse=True)
+    return fill(block, list=", ".join(f"`{k}` {num(v * scale, digits)} {unit}" for v, k in shown),
+                total=num(total * scale, digits))
 
 
 def spread_2(values):
