@@ -12,7 +12,10 @@ step_cost  Per-step cost of a local checkpoint at every step. Rounds alternate (
            the mean of the other steps (h5dcp-train's "otherwise" average), steps without any
            checkpoint. "tier": --local-dir, --local-every 1, --checkpoint-every twice --steps (no
            drain at all: the shared directory gets nothing); every step saves to the tier, the last
-           included, and its figure is the mean of all steps. After each run its newest checkpoint
+           included, and its figure is the mean of all steps. The driver also times each step as
+           it sees it, from one "step N loss" line to the next (steps 2..N: in "tier" each interval
+           holds one local checkpoint, in "none" none), and takes their median, which a burst of
+           other work on the machine moves less than the mean. After each run its newest checkpoint
            is read back: h5dcp-train --resume one step further, whose loss must equal a reference
            run's (trained straight through, no checkpoint read) bit for bit.
 recovery   Recovering the same step, saved by --save-ranks ranks, onto --load-ranks ranks: from the
@@ -38,6 +41,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -57,6 +61,7 @@ p.add_argument("--load-ranks", type=int, default=3)
 p.add_argument("--nodes", type=int, default=2, help="recovery: fake nodes (ranks spread over them in order)")
 p.add_argument("--recovery-hidden", type=int, default=3072)
 p.add_argument("--recovery-samples", type=int, default=3, help="recovery: samples of each kind")
+p.add_argument("--no-drop", action="store_true", help="recovery: never drop the whole page cache (tests)")
 p.add_argument("--bytes-steps", type=int, default=100)
 p.add_argument("--drain-every", type=int, default=25)
 args = p.parse_args()
@@ -75,9 +80,10 @@ os.chmod(wrapper, 0o755)
 failures = []
 
 
-def train(ranks, nodes, *flags, hidden, batch, micro, trace=None):
+def train(ranks, nodes, *flags, hidden, batch, micro, trace=None, stamps=None):
     """h5dcp-train on `ranks` ranks over `nodes` fake nodes; its stdout (fails the bench on an error).
-    trace: a dict that gets H5DCP_TRACE's steps, {step: [seconds worked, per occurrence, the slowest rank]}."""
+    trace: a dict that gets H5DCP_TRACE's steps, {step: [seconds worked, per occurrence, the slowest rank]}.
+    stamps: a dict that gets {step: when its "step N loss" line arrived (time.monotonic())}."""
     env = dict(os.environ, H5DCP_BENCH_NODES=str(nodes), OMPI_MCA_mpi_yield_when_idle="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")  # Open MPI: more ranks than cores (the recovery's 4)
     fwd = ["-x", "H5DCP_BENCH_NODES"] if openmpi else []
@@ -86,7 +92,21 @@ def train(ranks, nodes, *flags, hidden, batch, micro, trace=None):
         fwd += ["-x", "H5DCP_TRACE"] if openmpi else []
     cmd = [args.mpiexec, "-n", str(ranks), *fwd, wrapper, args.train, "--hidden", str(hidden), "--global-batch",
            str(batch), "--micro-batches", str(micro), "--dataset-size", str(max(1024, batch)), *map(str, flags)]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if stamps is None:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    else:
+        # Each line as it comes (rank 0 flushes after each step's line), stderr to a file.
+        with tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+            lines = []
+            for line in proc.stdout:
+                m = re.match(r"step (\d+) loss ", line)
+                if m:
+                    stamps[int(m.group(1))] = time.monotonic()
+                lines.append(line)
+            proc.wait()
+            err.seek(0)
+            r = subprocess.CompletedProcess(cmd, proc.returncode, "".join(lines), err.read())
     if r.returncode != 0:
         sys.exit(f"local_tier_bench: {' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     if trace is not None:
@@ -139,7 +159,12 @@ for rnd in range(args.rounds):
         local = os.path.join(fresh(os.path.join(args.local_root, "steps")), "{node}")
         tier = ["--local-dir", local, "--local-every", 1, "--local-keep", 2] if kind == "tier" else []
         flags = ["--steps", n, "--checkpoint-every", 2 * n, "--checkpoint-dir", shared, *tier]
-        out = train(args.ranks, args.ranks, *flags, **model)
+        stamps = {}
+        out = train(args.ranks, args.ranks, *flags, **model, stamps=stamps)
+        # Steps 2..n as the driver saw them: from one step's loss line to the next's. Each such interval
+        # holds the save (if any) of the step before and the next step's compute: in "tier" one local
+        # checkpoint each, in "none" none (its one save, after step n's line, falls outside them).
+        intervals = [1e3 * (stamps[i] - stamps[i - 1]) for i in range(2, n + 1) if i in stamps and i - 1 in stamps]
         all_ms, saving_ms, other_ms = map(float, field(
             r"steps took ([\d.]+) ms on average: ([\d.]+) ms where a save was called or staging, ([\d.]+) ms", out))
         saves = int(field(r"^h5dcp-train: (\d+) checkpoints saved", out)[0])
@@ -148,11 +173,14 @@ for rnd in range(args.rounds):
         back = train(args.ranks, args.ranks, "--resume", "--steps", n + 1, "--checkpoint-every", 2 * n + 2,
                      "--checkpoint-dir", shared, *(tier[:2] + ["--local-every", 2] if tier else []), **model)
         run = dict(round=rnd + 1, mean_ms=all_ms if kind == "tier" else other_ms, all_ms=all_ms, saving_ms=saving_ms,
+                   interval_median_ms=statistics.median(intervals), intervals_ms=intervals,
                    other_ms=other_ms, saves=saves, read_back=checked(f"step cost, {kind}", back, n + 1, ref_a),
                    resumed_from_local=bool(re.search(r"resumed from local step", back)))
         step_runs[kind].append(run)
-        print(f"{kind}: {run['mean_ms']:.2f} ms per step ({saves} saves), read back: {run['read_back']}", flush=True)
+        print(f"{kind}: {run['mean_ms']:.2f} ms per step on average, median interval {run['interval_median_ms']:.2f} ms"
+              f" ({saves} saves), read back: {run['read_back']}", flush=True)
 med = {k: statistics.median(r["mean_ms"] for r in v) for k, v in step_runs.items()}
+med_interval = {k: statistics.median(r["interval_median_ms"] for r in v) for k, v in step_runs.items()}
 # Where a local checkpoint's time goes: one more tier run, traced (H5DCP_TRACE=1), not timed.
 step_trace = {}
 train(args.ranks, args.ranks, "--steps", 10, "--checkpoint-every", 20, "--checkpoint-dir",
@@ -160,7 +188,8 @@ train(args.ranks, args.ranks, "--steps", 10, "--checkpoint-every", 20, "--checkp
       os.path.join(fresh(os.path.join(args.local_root, "steps")), "{node}"), "--local-every", 1, **model,
       trace=step_trace)
 step_trace = {k: statistics.median(v) for k, v in step_trace.items() if k.startswith(("local:", "save:"))}
-print(f"step cost: tier/none = {med['tier'] / med['none']:.3f}", flush=True)
+print(f"step cost: tier/none = {med['tier'] / med['none']:.3f} (means), "
+      f"{med_interval['tier'] / med_interval['none']:.3f} (median intervals)", flush=True)
 
 # --- b. recovery ---------------------------------------------------------------------------------
 rm = dict(hidden=args.recovery_hidden, batch=8, micro=4)
@@ -180,7 +209,7 @@ for f in glob.glob(os.path.join(tier_dir, "latest*")):
 tier_keep = set(os.listdir(tier_dir))
 local_bytes = sum(os.path.getsize(f) for f in glob.glob(os.path.join(args.local_root, "recover", "*",
                                                                     f"local-step-*{k}", "*")))
-cold = os.geteuid() == 0
+cold = os.geteuid() == 0 and not args.no_drop
 
 
 def evict():
@@ -254,7 +283,8 @@ fs = subprocess.run(["findmnt", "-no", "SOURCE,FSTYPE", "-T", args.dir], capture
 result = dict(
     ok=not failures, failures=failures, ranks=args.ranks, shared_fs=" ".join(fs),
     step_cost=dict(steps=n, hidden=args.hidden, global_batch=args.global_batch, micro_batches=args.micro_batches,
-                   rounds=args.rounds, runs=step_runs, median_ms=med, traced_seconds=step_trace),
+                   rounds=args.rounds, runs=step_runs, median_ms=med, median_interval_ms=med_interval,
+                   traced_seconds=step_trace),
     recovery=dict(step=k, save_ranks=args.save_ranks, load_ranks=args.load_ranks, nodes=args.nodes,
                   hidden=args.recovery_hidden, checkpoint_bytes=os.path.getsize(step_file),
                   local_step_bytes=local_bytes, cold=cold, samples=samples, median_seconds=rec,

@@ -1274,9 +1274,13 @@ def local_tier_lines():
     out = [fill("local_tier", shared=f"`{lt['shared_fs']}`" if lt.get("shared_fs") else "a directory on this disk",
                 checked=fill("local_tier.checked", equal=equal(not failed("step cost")))
                 + (fill("local_tier.failed", failures="; ".join(failures)) if failures else "")), ""]
-    none = [r["mean_ms"] for r in sc["runs"]["none"]]
-    tier = [r["mean_ms"] for r in sc["runs"]["tier"]]
-    a, b = sc["median_ms"]["none"], sc["median_ms"]["tier"]
+    none_mean = [r["mean_ms"] for r in sc["runs"]["none"]]
+    tier_mean = [r["mean_ms"] for r in sc["runs"]["tier"]]
+    a_mean, b_mean = sc["median_ms"]["none"], sc["median_ms"]["tier"]
+    # The median steps (the driver's timing), where the JSON has them; else the means stand in.
+    none = [r.get("interval_median_ms", r["mean_ms"]) for r in sc["runs"]["none"]]
+    tier = [r.get("interval_median_ms", r["mean_ms"]) for r in sc["runs"]["tier"]]
+    a, b = sc.get("median_interval_ms", sc["median_ms"])["none"], sc.get("median_interval_ms", sc["median_ms"])["tier"]
     step_ok = not failed("step cost")
     mb = None
     if sb["runs"]["none"]["files"]:
@@ -1284,7 +1288,9 @@ def local_tier_lines():
     out += [fill("local_tier.step_cost", ranks=lt["ranks"], steps=sc["steps"], hidden=sc["hidden"],
                  batch=sc["global_batch"], micro=sc["micro_batches"], mb=num(mb, 1) if mb else "?",
                  rounds=plural(sc["rounds"], "round"), none=num(a, 2), none_spread=spread_2(none), tier=num(b, 2),
-                 tier_spread=spread_2(tier), target=f"{LOCAL_STEP_COST:g}",
+                 tier_spread=spread_2(tier), target=f"{LOCAL_STEP_COST:g}", none_mean=num(a_mean, 2),
+                 none_mean_spread=spread_2(none_mean), tier_mean=num(b_mean, 2), tier_mean_spread=spread_2(tier_mean),
+                 ratio_mean=near(b_mean / a_mean, LOCAL_STEP_COST) if step_ok else "–", cores=cpu,
                  ratio=near(b / a, LOCAL_STEP_COST) if step_ok else "not compared: a read-back failed",
                  verdict=verdict(b / a <= LOCAL_STEP_COST) if step_ok else "not judged",
                  trace=trace_text("local_tier.step_trace", sc.get("traced_seconds"), 1e3, "ms", 1)), ""]
