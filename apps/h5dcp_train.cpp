@@ -419,6 +419,10 @@ int run(const Config& cfg, int rank, int size) {
     for (const auto& orphan : manager.removed_orphans())
       std::printf("h5dcp-train: removed %s, left by a save that never finished\n", orphan.c_str());
 
+  // --resume: how long finding and loading the checkpoint took, from a
+  // barrier to the slowest rank's end (bench/local_tier_bench.py reads it).
+  if (cfg.resume) check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  const auto resume_started = std::chrono::steady_clock::now();
   if (cfg.resume && manager_options.local) {
     // The manager recovers from the local tier when it can (any rank count,
     // the lost nodes' blocks from their copies), else from the shared
@@ -493,6 +497,11 @@ int run(const Config& cfg, int rank, int size) {
         h5dcp::read_metadata(found->path);
       }
     }
+  }
+  if (cfg.resume) {
+    double took = seconds_since(resume_started);
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (rank == 0) std::printf("h5dcp-train: --resume took %.4f s (the slowest rank)\n", took);
   }
   if (trainer.step() >= cfg.steps) {
     if (rank == 0)

@@ -6,7 +6,8 @@ stdout), ompio.json, no-writeback.json, hints.json, trace.txt, dcp.json (the
 peer, bench/dcp_peer_bench.py), torch_save.json, disk.txt, plan.txt
 (h5dcp-plan-bench's output), memory-{save,async,load,reshard}.json (h5dcp-bench
 --memory-only, each a process of its own), ab/ (the alternated rounds, the save's
-baselines among them); the GPU section comes from docs/gpu-run/
+baselines among them), local-tier.json (bench/local_tier_bench.py, the node-local tier; else
+docs/local-tier-run/local-tier.json beside the report); the GPU section comes from docs/gpu-run/
 (bench/gpu_report.py). The prose is performance_report.md.in's blocks, filled in with
 the run's figures here. Every number in the generated text comes from those
 files; the only literals are the targets' thresholds and PROSE_FIGURES below
@@ -44,6 +45,10 @@ ASYNC_VS_COPY = 1.1        # async blocking time ≤ this × the bare copy into 
 STAGED_WAITED = 0.01       # background staging: time training waits ≤ this × the sync save
 LOAD_MEMORY = 0.10         # memory a load adds (its targets held) ≤ this × the rank's shard
 PLAN_SECONDS = 1.0         # save and resharded-load planning, 1,024 ranks × 1,000 tensors, one core
+# Issue 50's (the node-local tier, bench/local_tier_bench.py).
+TARGETS_ISSUE_LOCAL = 50
+LOCAL_STEP_COST = 1.03        # a step with a local checkpoint ≤ this × a step without
+LOCAL_RECOVERY_SPEEDUP = 5.0  # recovery from the local tier ≥ this × as fast as from the shared directory, cold
 # Not targets: where the conditions table explains a case (its slowest repetition at least this × its fastest).
 SLOW_VS_FAST = 1.3
 # Figures in the prose that no run measures: settings of the code it describes. Every other figure
@@ -1250,6 +1255,89 @@ values = dict(
     plan_share=fill("plan_share", plan=f"{plan:.4f}", worked=f"{sync_worked:.3f}") if plan is not None else ".",
 )
 lines = [fill("report", **values), ""]
+
+
+def local_tier_lines():
+    """The node-local tier's section, from bench/local_tier_bench.py's JSON: RESULTS_DIR/local-tier.json,
+    else the one kept beside the report (docs/local-tier-run/local-tier.json; bench.sh copies each run's
+    there), so that a report made from a run without it keeps the last one. [] where neither exists."""
+    lt = load_json("local-tier.json")
+    if lt is None:
+        try:
+            with open(os.path.join(os.path.dirname(os.path.abspath(md_path)), "local-tier-run", "local-tier.json")) as f:
+                lt = json.load(f)
+        except (OSError, ValueError):
+            return []
+    failures = lt.get("failures", [])
+    failed = lambda what: any(f.startswith(what) for f in failures)  # noqa: E731
+    sc, rc, sb = lt["step_cost"], lt["recovery"], lt["shared_bytes"]
+    out = [fill("local_tier", shared=f"`{lt['shared_fs']}`" if lt.get("shared_fs") else "a directory on this disk",
+                checked=fill("local_tier.checked", equal=equal(not failed("step cost")))
+                + (fill("local_tier.failed", failures="; ".join(failures)) if failures else "")), ""]
+    none_mean = [r["mean_ms"] for r in sc["runs"]["none"]]
+    tier_mean = [r["mean_ms"] for r in sc["runs"]["tier"]]
+    a_mean, b_mean = sc["median_ms"]["none"], sc["median_ms"]["tier"]
+    # The median steps (the driver's timing), where the JSON has them; else the means stand in.
+    none = [r.get("interval_median_ms", r["mean_ms"]) for r in sc["runs"]["none"]]
+    tier = [r.get("interval_median_ms", r["mean_ms"]) for r in sc["runs"]["tier"]]
+    a, b = sc.get("median_interval_ms", sc["median_ms"])["none"], sc.get("median_interval_ms", sc["median_ms"])["tier"]
+    step_ok = not failed("step cost")
+    mb = None
+    if sb["runs"]["none"]["files"]:
+        mb = sb["runs"]["none"]["bytes"] / sb["runs"]["none"]["files"] / 1e6
+    out += [fill("local_tier.step_cost", ranks=lt["ranks"], steps=sc["steps"], hidden=sc["hidden"],
+                 batch=sc["global_batch"], micro=sc["micro_batches"], mb=num(mb, 1) if mb else "?",
+                 rounds=plural(sc["rounds"], "round"), none=num(a, 2), none_spread=spread_2(none), tier=num(b, 2),
+                 tier_spread=spread_2(tier), target=f"{LOCAL_STEP_COST:g}", none_mean=num(a_mean, 2),
+                 none_mean_spread=spread_2(none_mean), tier_mean=num(b_mean, 2), tier_mean_spread=spread_2(tier_mean),
+                 ratio_mean=near(b_mean / a_mean, LOCAL_STEP_COST) if step_ok else "–", cores=cpu,
+                 ratio=near(b / a, LOCAL_STEP_COST) if step_ok else "not compared: a read-back failed",
+                 verdict=verdict(b / a <= LOCAL_STEP_COST) if step_ok else "not judged",
+                 trace=trace_text("local_tier.step_trace", sc.get("traced_seconds"), 1e3, "ms", 1)), ""]
+    sh, lo = rc["samples"]["shared"], rc["samples"]["local"]
+    ta, tb = rc["median_seconds"]["shared"], rc["median_seconds"]["local"]
+    rc_gb = rc["checkpoint_bytes"] / 1e9
+    rec_ok = not failed("recovery")
+    cached = [x["cached_checkpoint_bytes"] for x in sh if x.get("cached_checkpoint_bytes") is not None]
+    out += [fill("local_tier.recovery", step=rc["step"], gb=num(rc_gb), hidden=rc["hidden"],
+                 save_ranks=rc["save_ranks"], nodes=rc["nodes"], load_ranks=rc["load_ranks"],
+                 cache="" if rc["cold"] else " (its pages evicted; the page cache not dropped: not root)",
+                 shared=num(ta), shared_spread=spread([x["seconds"] for x in sh]), shared_rate=num(rc_gb / ta),
+                 local=num(tb), local_spread=spread([x["seconds"] for x in lo]), local_rate=num(rc_gb / tb),
+                 target=f"{LOCAL_RECOVERY_SPEEDUP:g}",
+                 ratio=near(ta / tb, LOCAL_RECOVERY_SPEEDUP) if rec_ok else "not compared: a check failed",
+                 verdict=verdict(ta / tb >= LOCAL_RECOVERY_SPEEDUP) if rec_ok else "not judged",
+                 drop=fill("local_tier.recovery.drop" if rc["cold"] else "local_tier.recovery.no_drop"),
+                 fincore=fill("local_tier.recovery.fincore", cached=f"{max(cached):,}") if cached
+                 else fill("local_tier.recovery.no_fincore"), equal=equal(rec_ok),
+                 trace=trace_text("local_tier.recovery_trace", rc.get("traced_seconds"), 1, "s", 3)), ""]
+    per = 100
+    wn, wt = sb["runs"]["none"], sb["runs"]["tier"]
+    scale = per / sb["steps"]
+    out += [fill("local_tier.bytes", per=per, drain=wt["checkpoint_every"], ranks=lt["ranks"], steps=sb["steps"],
+                 none=num(wn["bytes"] * scale / 1e6, 1), none_files=wn["files"],
+                 tier=num(wt["bytes"] * scale / 1e6, 1), tier_files=wt["files"],
+                 ratio=num(wn["bytes"] / wt["bytes"], 1) if wt["bytes"] else "–",
+                 none_ms=num(wn["steps_ms"], 2), tier_ms=num(wt["steps_ms"], 2)), ""]
+    return out
+
+
+def trace_text(block, traced, scale, unit, digits):
+    """The traced steps (H5DCP_TRACE) of a local-tier run, the largest first, those under a hundredth of
+    the whole left out; "" where the JSON has none."""
+    if not traced:
+        return ""
+    total = sum(traced.values())
+    shown = sorted(((v, k) for k, v in traced.items() if v >= total / 100), reverse=True)
+    return fill(block, list=", ".join(f"`{k}` {num(v * scale, digits)} {unit}" for v, k in shown),
+                total=num(total * scale, digits))
+
+
+def spread_2(values):
+    return f"{min(values):.2f}-{max(values):.2f}" if values else ""
+
+
+lines += local_tier_lines()
 # The GPU run (issue 20) is recorded apart, on a lent GPU machine
 # (scripts/gpu-check.sh), its results kept beside the report in gpu-run/.
 gpu_run = os.path.join(os.path.dirname(os.path.abspath(md_path)), "gpu-run")

@@ -12,7 +12,12 @@
 #     project's virtual environment: not h5dcp, run for comparison);
 #   torch.save of the whole (gathered) state from one process;
 #   h5dcp-plan-bench: a save's and a resharded load's planning at 1,024 ranks;
-#   h5dcp convert in every direction on twice the memory of a cgroup it runs in.
+#   h5dcp convert in every direction on twice the memory of a cgroup it runs in;
+#   the node-local tier (issue 50, bench/local_tier_bench.py driving h5dcp-train
+#     on fake nodes, local directories in /dev/shm): the per-step cost of a local
+#     checkpoint every step, recovery from the tier against the shared directory
+#     (cold), the bytes the shared directory gets; its JSON is also kept in
+#     docs/local-tier-run/ (the report falls back on it).
 # Every side times fsync'd saves from a settled disk; the report states each
 # side's warm-up and refuses a ratio for a side whose own check failed.
 # Loads are timed warm and, as root, cold (the page cache dropped just before).
@@ -160,6 +165,10 @@ tail -n 1 "$out/convert.txt"
 [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || status=1
 echo "== torch.save of the whole state from one process"
 "$py" bench/torch_save_bench.py "$DIR/torch.pt" "$GIB" "$REPS" | tee "$out/torch_save.json" || status=1
+echo "== the node-local tier (issue 50): bench/local_tier_bench.py, fake nodes on this machine"
+"$py" bench/local_tier_bench.py --train "$build/apps/h5dcp-train" --dir "$DIR/local-tier" \
+  --json "$out/local-tier.json" || status=1
+if [ -f "$out/local-tier.json" ]; then mkdir -p docs/local-tier-run && cp "$out/local-tier.json" docs/local-tier-run/; fi
 "$py" bench/performance_report.py "$out" docs/PERFORMANCE.md docs/performance.png
 rm -rf "$DIR"
 echo "wrote docs/PERFORMANCE.md and docs/performance.png (the run's raw results: $out)"

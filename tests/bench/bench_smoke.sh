@@ -11,9 +11,11 @@
 # that the report has every case and target row, each with a figure, and that
 # no figure in the report or README.md was typed by hand (bench/check_figures.py,
 # shown to fail on copies with a typed figure).
-# usage: bench_smoke.sh BENCH_EXE PLAN_BENCH_EXE PYTHON MPIEXEC SOURCE_DIR WORK_DIR
+# With TRAIN_EXE (h5dcp-train), also the node-local tier's bench (bench/local_tier_bench.py), tiny,
+# and its section of the report.
+# usage: bench_smoke.sh BENCH_EXE PLAN_BENCH_EXE PYTHON MPIEXEC SOURCE_DIR WORK_DIR [TRAIN_EXE]
 set -euo pipefail
-bench=$1 plan_bench=$2 py=$3 mpiexec=$4 src=$5 work=$6
+bench=$1 plan_bench=$2 py=$3 mpiexec=$4 src=$5 work=$6 train=${7:-}
 rm -rf "$work" && mkdir -p "$work/out"
 fail() { echo "bench_smoke: $*" >&2; exit 1; }
 source "$src/bench/page_reporting.sh"
@@ -91,7 +93,19 @@ grep -q "raw MPI-IO" "$work/out/save-ab.txt" && fail "h5dcp-bench --no-raw wrote
 grep -q "h5dcp save" "$work/out/save-ab-baselines.txt" &&
   fail "h5dcp-bench --baselines-only saved: $(cat "$work/out/save-ab-baselines.txt")"
 "$plan_bench" --ranks 16 --tensors 20 > "$work/out/plan.txt" || fail "h5dcp-plan-bench failed: $(cat "$work/out/plan.txt")"
+if [ -n "$train" ]; then
+  local_root=/dev/shm/h5dcp-bench-smoke-$$
+  "$py" "$src/bench/local_tier_bench.py" --train "$train" --mpiexec "$mpiexec" --dir "$work/local-tier" \
+    --local-root "$local_root" --json "$work/out/local-tier.json" --rounds 2 --steps 4 --hidden 64 --global-batch 64 \
+    --recovery-hidden 64 --recovery-samples 1 --bytes-steps 4 --drain-every 2 --no-drop > "$work/out/local-tier.txt" 2>&1 ||
+    { rm -rf "$local_root"; fail "bench/local_tier_bench.py failed: $(cat "$work/out/local-tier.txt")"; }
+fi
 "$py" "$src/bench/performance_report.py" "$work/out" "$work/PERFORMANCE.md" - || fail "the report failed"
+if [ -n "$train" ]; then
+  grep -q "^## The node-local tier (issue 50)" "$work/PERFORMANCE.md" || fail "the report has no local-tier section"
+  grep -q "| B / A (target: ≤ 1.03) | [0-9]" "$work/PERFORMANCE.md" || fail "the local tier's step cost has no ratio"
+  grep -q "trained straight through: equal" "$work/PERFORMANCE.md" || fail "the local tier's read-back is not equal"
+fi
 
 report="$work/PERFORMANCE.md"
 for row in "h5dcp save |" "POSIX pwrite + fsync" "POSIX pwrite + fsync, h5dcp's tricks, XXH3 of every byte, published" \
