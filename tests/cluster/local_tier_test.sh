@@ -6,33 +6,33 @@
 # node's tmpfs with it, revive-node brings an empty one). jobs/train.sbatch
 # with H5DCP_LOCAL_DIR=$local/{node}, ranks started by srun --mpi=pmix,
 # --seed 7 --steps 12 (tests/train's reference run), a local checkpoint every
-# step (--local-every 1, --local-replicas 1) and a shared one every 5
-# (--checkpoint-every 5, the drain). One chain of jobs, each case leaving
-# what the next needs:
-#   1. job A on 3 nodes x 2 ranks, with --crash-after-step 9: once every node
-#      has published local step 7, the node of ranks 4 and 5 dies (kill-node,
-#      set DOWN): the shared directory holds step 5 only. Slurm requeues the
-#      job (--requeue); the test shrinks it to the 2 nodes left
+# step (--local-every 1, --local-replicas 1) and a shared one every 4
+# (--checkpoint-every 4, the drain; 4 divides 12, so that the last step is
+# also shared, see train.sbatch's cleanup). One chain of jobs, each case
+# leaving what the next needs:
+#   1. job A on 3 nodes x 2 ranks, with --crash-after-step 10: once every
+#      node has published local step 6, the node of ranks 4 and 5 dies
+#      (kill-node, set DOWN): the shared directory holds step 4 only. Slurm
+#      requeues the job (--requeue); the test shrinks it to the 2 nodes left
 #      (scontrol update NumNodes=2 NumTasks=4, as an operator would). Its
-#      second start resumes on 4 ranks from local step >= 7 (newer than the
-#      shared step 5): the dead node's ranks from their replicas, "none from"
-#      the shared directory, then dies after step 9 (--crash-after-step 9:
-#      SIGKILL while step 9's save is in flight), leaving local step 8
-#      (or 9) on the 2 nodes and still only step 5 shared;
+#      second start resumes on 4 ranks from local step >= 6 (newer than the
+#      shared step 4): the dead node's ranks from their replicas, "none from"
+#      the shared directory; it drains step 8 and dies after step 10
+#      (--crash-after-step 10: SIGKILL while step 10's save is in flight),
+#      leaving local step 9 (or 10) on the 2 nodes and steps 4 8 shared;
 #   2. the dead node comes back with an empty local tmpfs (a fresh node), and
 #      on the node of rank 0 the copy of rank 0 in the newest local steps is
 #      truncated to half its size. Job C, 3 nodes x 1 rank (3 ranks) with
 #      --crash-after-step 12, resumes from the newest local step: rank 0's
 #      data from the replica, the corrupted copy named in a "local copy
-#      skipped" line, the fresh node's rank fed over MPI; it drains step 10
-#      to the shared directory and dies in step 12's save, so local step 11
-#      (3 owner ranks, one per node, each copied to one other node) is newer
-#      than the shared step 10;
+#      skipped" line, the fresh node's rank fed over MPI; it dies in step
+#      12's save, so local step 11 (3 owner ranks, one per node, each copied
+#      to one other node) is newer than the shared step 8;
 #   3. two nodes die (kill-node, DOWN): no node left holds all 3 owners'
 #      data of local step 11. Job D on the node left (2 ranks) falls back to
-#      the shared step 10, says why ("local tier: step 11: ... no intact copy
-#      (lost: ...)"), finishes step 12, and train.sbatch removes the node's
-#      local steps at the end (a 1-node job: --local-replicas 0);
+#      the shared step 8, says why ("local tier: step 11: ... no intact copy
+#      (lost: ...)"), finishes step 12 (shared), and train.sbatch removes the
+#      node's local steps at the end (a 1-node job: --local-replicas 0);
 #   4. every loss printed by every run (repeated steps included) equals the
 #      uninterrupted 1-rank run's (REFERENCE) bit for bit, steps 1..12, and
 #      the shared checkpoints left pass `h5dcp verify`.
@@ -58,7 +58,7 @@ local=${H5DCP_CLUSTER_LOCAL:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 ckpt=$shared/ckpt
 job_env=ALL,H5DCP_LAUNCHER=srun,H5DCP_BUILD_DIR=$build,H5DCP_CHECKPOINT_DIR=$ckpt,H5DCP_LOCAL_DIR=$local/{node}
-# published: the steps of the published shared checkpoints, "5 10 ".
+# published: the steps of the published shared checkpoints, "4 8 ".
 published() { find "$ckpt" -maxdepth 1 -name 'step-*.h5' -printf '%f\n' | sed -n 's/^step-0*\([0-9][0-9]*\)\.h5$/\1/p' | sort -n | tr '\n' ' '; }
 # on NODE CMD...: CMD on that node (its network, hostname and local tmpfs).
 on() {
@@ -79,7 +79,7 @@ submit() {
   while [ "$1" != -- ]; do args+=("$1"); shift; done
   shift
   sbatch --parsable --chdir="$shared" --output="$o" --export="$job_env" "${args[@]}" \
-    "$repo/jobs/train.sbatch" --seed 7 --steps 12 --checkpoint-every 5 --local-every 1 --local-replicas 1 "$@"
+    "$repo/jobs/train.sbatch" --seed 7 --steps 12 --checkpoint-every 4 --local-every 1 --local-replicas 1 "$@"
 }
 job_field() { scontrol show job "$1" 2>/dev/null | grep -oE "\\b$2=[^ ]+" | head -n1 | cut -d= -f2; }
 # ended JOB OUT HOW STATE [DIAG]: the job is gone, in STATE (COMPLETED with
@@ -121,7 +121,7 @@ host_local_empty() {
 
 # --- 1. a node dies; the requeued job resumes on the 2 nodes left from local copies ---
 outA=$tmp/jobA.out
-jobA=$(submit "$outA" --nodes=3 --ntasks=6 --ntasks-per-node=2 -- --throttle-ms 300 --crash-after-step 9)
+jobA=$(submit "$outA" --nodes=3 --ntasks=6 --ntasks-per-node=2 -- --throttle-ms 500 --crash-after-step 10)
 echo "sbatch: job A $jobA (3 nodes x 2 ranks) at $(elapsed)"
 # The ranks' placement, from start #0's device lines.
 placed() { [ -s "$outA" ] && [ "$(wc -w <<<"$(nodes_of "$outA" 0)")" -eq 6 ] || { job_gone "$jobA" && { cat "$outA"; fail "job A ended early"; }; false; }; }
@@ -131,24 +131,24 @@ victim=$(sed -n 's/.*\b4:\(h5n[0-9]\).*/\1/p' <<<"$first")
 nodes=$(tr ' ' '\n' <<<"$first" | cut -s -d: -f2 | sort -u | tr '\n' ' ')
 [ "$nodes" = "h5n1 h5n2 h5n3 " ] && [[ $first == *"5:$victim "* ]] && [[ $first != *"0:$victim "* ]] ||
   fail "job A's ranks not placed 0 1 | 2 3 | 4 5 on 3 nodes: $first"
-# The kill once every node has published local step 7 (its pointer), well
-# before step 9's planned crash: the newest shared checkpoint is step 5.
-step7_everywhere() {
-  grep -q -- '--crash-after-step' "$outA" && { cat "$outA"; fail "job A reached step 9 before the kill (too fast: raise --throttle-ms)"; }
+# The kill once every node has published local step 6 (its pointer), before
+# step 8's drain: the newest shared checkpoint is step 4.
+step6_everywhere() {
+  grep -q '^step 8 ' "$outA" && { cat "$outA"; fail "job A reached step 8 before the kill (too fast: raise --throttle-ms)"; }
   local n s
   for n in h5n1 h5n2 h5n3; do
     s=$(latest_local "$n")
-    [ -n "$s" ] && [ "$s" -ge 7 ] || return 1
+    [ -n "$s" ] && [ "$s" -ge 6 ] || return 1
   done
 }
-wait_for step7_everywhere || { cat "$outA"; scancel "$jobA"; fail "local step 7 not published on every node (at $(elapsed))"; }
+wait_for step6_everywhere || { cat "$outA"; scancel "$jobA"; fail "local step 6 not published on every node (at $(elapsed))"; }
 host_local_empty "job A"
 "$cluster" kill-node "$tmp/c" "$victim" || fail "cluster.sh kill-node $victim failed"
 wait_for set_down "$victim" || { cat "$tmp/down.out"; fail "scontrol could not set $victim DOWN (at $(elapsed))"; }
 t_dead=$(now)
 killed_at=$(grep -c '^step ' "$outA")
-echo "killed $victim (ranks 4 5; $first) after step $killed_at, local step 7 published everywhere, at $(elapsed); set DOWN"
-[ "$(published)" = "5 " ] || fail "shared checkpoints when the node died: steps '$(published)', not 5"
+echo "killed $victim (ranks 4 5; $first) after step $killed_at, local step 6 published everywhere, at $(elapsed); set DOWN"
+[ "$(published)" = "4 " ] || fail "shared checkpoints when the node died: steps '$(published)', not 4"
 
 requeued() { [ "$(job_field "$jobA" Restarts)" = 1 ] && [ "$(job_field "$jobA" JobState)" = PENDING ]; }
 wait_for requeued || { cat "$outA"; fail "job A was not requeued after $victim died (state $(job_field "$jobA" JobState), at $(elapsed))"; }
@@ -163,12 +163,12 @@ second=$(nodes_of "$outA" 1)
   fail "job A's second start ran its ranks on '$second' (4 ranks, not on the dead $victim)"
 s1=$(resumed_local "$outA" 1 4)
 [ -n "$s1" ] || { start_lines "$outA" 1; fail "job A's second start did not resume from the local tier on 4 ranks with nothing read from $ckpt"; }
-[ "$s1" -ge 7 ] && [ "$s1" -le "$killed_at" ] ||
-  fail "job A's second start resumed from local step $s1, not the newest published before the kill (7..$killed_at)"
-start_lines "$outA" 1 | grep -q '^h5dcp-train: --crash-after-step 9:' || fail "job A's second start did not reach its crash after step 9"
-[ "$(published)" = "5 " ] || fail "shared checkpoints after job A: steps '$(published)', not 5"
+[ "$s1" -ge 6 ] && [ "$s1" -le "$killed_at" ] ||
+  fail "job A's second start resumed from local step $s1, not the newest published before the kill (6..$killed_at)"
+start_lines "$outA" 1 | grep -q '^h5dcp-train: --crash-after-step 10:' || fail "job A's second start did not reach its crash after step 10"
+[ "$(published)" = "4 8 " ] || fail "shared checkpoints after job A: steps '$(published)', not 4 8"
 host_local_empty "job A's second start"
-echo "ok: job A requeued on $second: resumed from local step $s1 on 4 ranks (newer than the shared step 5; $victim's ranks from their replicas, nothing from $ckpt), crashed after step 9"
+echo "ok: job A requeued on $second: resumed from local step $s1 on 4 ranks (newer than the shared step 4; $victim's ranks from their replicas, nothing from $ckpt), crashed after step 10"
 
 # --- 2. a fresh node, a corrupted copy, 3 ranks ------------------------------------------
 "$cluster" revive-node "$tmp/c" "$victim" || fail "cluster.sh revive-node $victim failed"
@@ -177,8 +177,8 @@ wait_for all_idle || { sinfo -N; fail "$victim did not return to service (at $(e
 [ -z "$(on "$victim" ls -A "$local")" ] || fail "the revived $victim's local tmpfs is not empty"
 rank0=$(sed -n 's/^0:\(h5n[0-9]\) .*/\1/p' <<<"$second")
 [ -n "$rank0" ] || fail "no node of rank 0 in '$second'"
-# Rank 0's copy of each local step its node holds (the newest complete one, 8
-# or 9, whichever the recovery picks, is among them): cut to half its size.
+# Rank 0's copy of each local step its node holds (the newest complete one, 9
+# or 10, whichever the recovery picks, is among them): cut to half its size.
 corrupted=""
 for s in $(on "$rank0" ls "$local/$rank0" | sed -n 's/^local-step-0*\([0-9][0-9]*\)$/\1/p'); do
   f=$local/$rank0/$(printf 'local-step-%08d' "$s")/rank-00000.h5
@@ -196,12 +196,12 @@ three=$(nodes_of "$outC" 0)
 [ "$(tr ' ' '\n' <<<"$three" | cut -s -d: -f2 | sort -u | grep -c .)" -eq 3 ] || fail "job C's ranks ran on '$three', not one per node"
 s2=$(resumed_local "$outC" 0 3)
 [ -n "$s2" ] || { cat "$outC"; fail "job C did not resume from the local tier on 3 ranks with nothing read from $ckpt"; }
-[ "$s2" -eq 8 ] || [ "$s2" -eq 9 ] || fail "job C resumed from local step $s2, not the newest job A left (8, or 9)"
+[ "$s2" -eq 9 ] || [ "$s2" -eq 10 ] || fail "job C resumed from local step $s2, not the newest job A left (9, or 10)"
 bad=$local/$rank0/$(printf 'local-step-%08d' "$s2")/rank-00000.h5
 grep -qF "h5dcp-train: local copy skipped: $rank0: $bad: " "$outC" ||
   { grep 'local copy skipped' "$outC"; fail "job C did not name the corrupted copy it skipped ($rank0: $bad)"; }
 grep -q '^h5dcp-train: --crash-after-step 12:' "$outC" || fail "job C did not reach its crash after step 12"
-[ "$(published)" = "5 10 " ] || fail "shared checkpoints after job C: steps '$(published)', not 5 10"
+[ "$(published)" = "4 8 " ] || fail "shared checkpoints after job C: steps '$(published)', not 4 8"
 # Local step 11 complete everywhere (step 12's save was cut short by the
 # crash; had it finished on a node, its pointer would say 12).
 for n in h5n1 h5n2 h5n3; do
@@ -209,7 +209,7 @@ for n in h5n1 h5n2 h5n3; do
   [ "$s" = 11 ] || [ "$s" = 12 ] || fail "after job C, $n's newest local step is '$s', not 11 (or 12)"
 done
 host_local_empty "job C"
-echo "ok: job C ($three; $victim fresh): resumed from local step $s2 on 3 ranks, skipped the corrupted copy ($(grep -c 'local copy skipped' "$outC") line(s)), left local step 11 and shared 10"
+echo "ok: job C ($three; $victim fresh): resumed from local step $s2 on 3 ranks, skipped the corrupted copy, left local step 11 and shared 8"
 
 # --- 3. two nodes lost with 1 replica: back to the shared directory -------------------------
 keep=$rank0
@@ -222,8 +222,9 @@ outD=$tmp/jobD.out
 # One node cannot hold a copy on another: --local-replicas 0 (the last wins).
 jobD=$(submit "$outD" --nodes=1 --ntasks=2 --ntasks-per-node=2 -- --local-replicas 0)
 ended "$jobD" "$outD" "job D" COMPLETED
-grep -qE "^h5dcp-train: resumed from $ckpt/step-0*10\\.h5 \\(step 10, shared directory\\) on 2 ranks\$" "$outD" ||
-  { cat "$outD"; fail "job D did not fall back to the shared step 10 on 2 ranks"; }
+grep -qE "^h5dcp-train: resumed from $ckpt/step-0*8\\.h5 \\(step 8, shared directory\\) on 2 ranks\$" "$outD" ||
+  { cat "$outD"; fail "job D did not fall back to the shared step 8 on 2 ranks"; }
+[ "$(published)" = "4 8 12 " ] || fail "shared checkpoints after job D: steps '$(published)', not 4 8 12"
 read -r l1 l2 <<<"$lost"
 grep -E "^h5dcp-train: local tier: step 11: .*no intact copy \\(lost: ($l1, $l2|$l2, $l1)\\b" "$outD" >"$tmp/why.txt" ||
   { grep 'local tier' "$outD"; fail "job D did not say that local step 11 lacks copies because $l1 and $l2 were lost"; }
@@ -231,7 +232,7 @@ grep -qF 'training finished' "$outD" || fail "job D's output lacks 'training fin
 grep -qF "train.sbatch: removed the node-local tier's steps" "$outD" || fail "train.sbatch did not remove the local steps at the end"
 [ -z "$(on "$keep" sh -c 'ls -A "$1" 2>/dev/null' ls "$local/$keep")" ] ||
   fail "after job D, $keep's local directory still holds: $(on "$keep" ls -A "$local/$keep" | tr '\n' ' ')"
-echo "ok: job D on $keep: $(cat "$tmp/why.txt"); resumed from the shared step 10, finished, local steps removed"
+echo "ok: job D on $keep: $(cat "$tmp/why.txt"); resumed from the shared step 8, finished, local steps removed"
 
 # --- 4. every loss ----------------------------------------------------------------------------
 cat "$outA" "$outC" "$outD" | grep '^step ' | sort -u | sort -k2,2n >"$tmp/steps.txt"
