@@ -36,7 +36,11 @@
 # of its own, as unshare --mount=FILE needs); slurmd (hence every job step)
 # and `exec` enter it. `kill-node` drops it: the tmpfs and all it held are
 # gone, as a dead machine's /dev/shm or a failed local disk; `revive-node`
-# gives the node a fresh, empty one (a replaced or rebooted node).
+# gives the node a fresh, empty one (a replaced or rebooted node). The node's
+# /dev/shm is a tmpfs of its own too, as on real nodes: OpenMPI's and PMIx's
+# shared-memory files are named after the host and the job (h5n1, Slurm job
+# 1 in every run), and two clusters of this script running at once on one
+# /dev/shm collided there (a job of one hung in MPI_Init, or segfaulted).
 #
 # Every run has an id, h5c + 4 hex digits: the bridge is ID-br, the root
 # ends of the veths ID-hK, the network namespaces ID-h5nK. `up` first
@@ -184,7 +188,7 @@ record() {
 }
 
 # new_node_mount K: node h5nK's mount namespace ($dir, $id set), a fresh
-# empty tmpfs on $dir/local in it. Inside it, first, the copy of the
+# empty tmpfs on $dir/local and another on /dev/shm in it. Inside it, first, the copy of the
 # registry's mnt/ is detached: it holds the other nodes' namespace files, and
 # those references would keep their namespaces (and tmpfs) alive after
 # kill-node drops them from the root namespace.
@@ -192,7 +196,8 @@ new_node_mount() {
   local k=$1 file=$registry_root/$id/mnt/h5n$k.mnt
   touch "$file"
   unshare --mount="$file" --propagation slave sh -c \
-    'umount -l "$1" && mount -t tmpfs -o size=256m,mode=0755 "h5dcp-local-$2" "$3"' \
+    'umount -l "$1" && mount -t tmpfs -o size=256m,mode=0755 "h5dcp-local-$2" "$3" &&
+     mount -t tmpfs -o size=1g,mode=1777 "h5dcp-shm-$2" /dev/shm' \
     sh "$registry_root/$id/mnt" "$id-h5n$k" "$dir/local" ||
     die "could not make node h5n$k's mount namespace with a tmpfs on $dir/local"
 }
