@@ -487,7 +487,7 @@ cmd_kill_node() {
   # Its local storage dies with it: no process is left in its mount
   # namespace, so this last reference's removal frees the tmpfs.
   umount "$registry_root/$id/mnt/$2.mnt" || die "could not drop $2's mount namespace (its local tmpfs)"
-  echo "cluster.sh: $2 killed (link down, every process of it killed, its local tmpfs gone)"
+  echo "cluster.sh: $2 killed (link down, every process of it killed, its /dev/shm and local tmpfs gone)"
 }
 # revive-node: the link up and a fresh slurmd; with ReturnToService=2 the
 # node returns to service when that slurmd registers.
@@ -500,7 +500,7 @@ cmd_revive_node() {
   new_node_mount "$k"
   export SLURM_CONF=$dir/slurm.conf
   start_slurmd "$k"
-  echo "cluster.sh: $2 revived (slurmd $(cat "$dir/pid/slurmd.$2.pid"), an empty local tmpfs)"
+  echo "cluster.sh: $2 revived (slurmd $(cat "$dir/pid/slurmd.$2.pid"), an empty /dev/shm and local tmpfs)"
 }
 
 # --- exec / env -------------------------------------------------------------------

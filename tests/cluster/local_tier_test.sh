@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The node-local checkpoint tier across real node failures (issue 50), on
-# cluster.sh's 3-node Slurm, every node with its own private tmpfs
-# (H5DCP_CLUSTER_LOCAL: on the host, and on each other node, an empty
-# directory; a block reaches another node only over MPI; kill-node takes the
-# node's tmpfs with it, revive-node brings an empty one). jobs/train.sbatch
-# with H5DCP_LOCAL_DIR=$local/{node}, ranks started by srun --mpi=pmix,
+# cluster.sh's 3-node Slurm, every node with its own /dev/shm (a tmpfs that
+# the host and the other nodes do not see: a block reaches another node only
+# over MPI; kill-node takes it with the node, revive-node brings an empty
+# one). jobs/train.sbatch with its default tier path for job A
+# (H5DCP_LOCAL_TIER=1: /dev/shm/h5dcp-$SLURM_JOB_ID/{node}, which the
+# requeue must find again), then H5DCP_LOCAL_DIR naming that same path for
+# the later jobs (new job ids), ranks started by srun --mpi=pmix,
 # --seed 7 --steps 12 (tests/train's reference run), a local checkpoint every
 # step (--local-every 1, --local-replicas 1) and a shared one every 4
 # (--checkpoint-every 4, the drain; 4 divides 12, so that the last step is
@@ -20,7 +22,7 @@
 #      the shared directory; it drains step 8 and dies after step 10
 #      (--crash-after-step 10: SIGKILL while step 10's save is in flight),
 #      leaving local step 9 (or 10) on the 2 nodes and steps 4 8 shared;
-#   2. the dead node comes back with an empty local tmpfs (a fresh node), and
+#   2. the dead node comes back with an empty /dev/shm (a fresh node), and
 #      on the node of rank 0 the copy of rank 0 in the newest local steps is
 #      truncated to half its size. Job C, 3 nodes x 1 rank (3 ranks) with
 #      --crash-after-step 12, resumes from the newest local step: rank 0's
@@ -51,16 +53,17 @@ cluster_test_needs mpiexec
 [ -x "$cli" ] || fail "$cli is missing (build the h5dcp-cli target)"
 [ -s "$reference" ] || fail "$reference is missing (the train.reference test writes it)"
 cluster_test_up local-tier
-local=${H5DCP_CLUSTER_LOCAL:-}
-[ -n "$local" ] && [ -d "$local" ] || fail "cluster.sh gave no node-local directory (H5DCP_CLUSTER_LOCAL)"
 
 # The jobs' environment (sbatch --export=ALL): OpenMPI as root, 6 ranks on 2 cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 ckpt=$shared/ckpt
-job_env=ALL,H5DCP_LAUNCHER=srun,H5DCP_BUILD_DIR=$build,H5DCP_CHECKPOINT_DIR=$ckpt,H5DCP_LOCAL_DIR=$local/{node}
+job_env=ALL,H5DCP_LAUNCHER=srun,H5DCP_BUILD_DIR=$build,H5DCP_CHECKPOINT_DIR=$ckpt
+# Job A: train.sbatch's default path; the later jobs: that path by name.
+local_env=H5DCP_LOCAL_TIER=1
+local=""
 # published: the steps of the published shared checkpoints, "4 8 ".
 published() { find "$ckpt" -maxdepth 1 -name 'step-*.h5' -printf '%f\n' | sed -n 's/^step-0*\([0-9][0-9]*\)\.h5$/\1/p' | sort -n | tr '\n' ' '; }
-# on NODE CMD...: CMD on that node (its network, hostname and local tmpfs).
+# on NODE CMD...: CMD on that node (its network, hostname and /dev/shm).
 on() {
   local node=$1
   shift
@@ -78,7 +81,7 @@ submit() {
   shift
   while [ "$1" != -- ]; do args+=("$1"); shift; done
   shift
-  sbatch --parsable --chdir="$shared" --output="$o" --export="$job_env" "${args[@]}" \
+  sbatch --parsable --chdir="$shared" --output="$o" --export="$job_env,$local_env" "${args[@]}" \
     "$repo/jobs/train.sbatch" --seed 7 --steps 12 --checkpoint-every 4 --local-every 1 --local-replicas 1 "$@"
 }
 job_field() { scontrol show job "$1" 2>/dev/null | grep -oE "\\b$2=[^ ]+" | head -n1 | cut -d= -f2; }
@@ -116,16 +119,20 @@ resumed_local() {
   start_lines "$1" "$2" | sed -n "s|^h5dcp-train: resumed from local step \\([0-9]*\\) (the node-local tier) on $3 ranks: [1-9][0-9]* bytes read from local copies and sent over MPI, none from $ckpt\$|\\1|p"
 }
 host_local_empty() {
-  [ -z "$(ls -A "$local")" ] || fail "$1: the host's $local is not empty ($(ls -A "$local" | tr '\n' ' ')): a node's local files are not private to it"
+  [ ! -e "$local" ] || fail "$1: the host has $local ($(ls -A "$local" | tr '\n' ' ')): a node's /dev/shm is not private to it"
 }
 
 # --- 1. a node dies; the requeued job resumes on the 2 nodes left from local copies ---
 outA=$tmp/jobA.out
 jobA=$(submit "$outA" --nodes=3 --ntasks=6 --ntasks-per-node=2 -- --throttle-ms 500 --crash-after-step 10)
 echo "sbatch: job A $jobA (3 nodes x 2 ranks) at $(elapsed)"
+local=/dev/shm/h5dcp-$jobA
+local_env="H5DCP_LOCAL_DIR=$local/{node}"
 # The ranks' placement, from start #0's device lines.
 placed() { [ -s "$outA" ] && [ "$(wc -w <<<"$(nodes_of "$outA" 0)")" -eq 6 ] || { job_gone "$jobA" && { cat "$outA"; fail "job A ended early"; }; false; }; }
 wait_for placed || { cat "$outA"; scancel "$jobA"; fail "job A's 6 ranks did not start (at $(elapsed))"; }
+start_lines "$outA" 0 | grep -qF "node-local tier in $local/{node}" ||
+  { head -n 3 "$outA"; fail "job A (H5DCP_LOCAL_TIER=1) does not use train.sbatch's default path $local/{node}"; }
 first=$(nodes_of "$outA" 0)
 victim=$(sed -n 's/.*\b4:\(h5n[0-9]\).*/\1/p' <<<"$first")
 nodes=$(tr ' ' '\n' <<<"$first" | cut -s -d: -f2 | sort -u | tr '\n' ' ')
@@ -174,7 +181,7 @@ echo "ok: job A requeued on $second: resumed from local step $s1 on 4 ranks (new
 "$cluster" revive-node "$tmp/c" "$victim" || fail "cluster.sh revive-node $victim failed"
 all_idle() { [ "$(sinfo -h -N -t idle -o %N | sort -u | wc -l)" -eq 3 ]; }
 wait_for all_idle || { sinfo -N; fail "$victim did not return to service (at $(elapsed))"; }
-[ -z "$(on "$victim" ls -A "$local")" ] || fail "the revived $victim's local tmpfs is not empty"
+[ -z "$(on "$victim" ls -A /dev/shm)" ] || fail "the revived $victim's /dev/shm is not empty"
 rank0=$(sed -n 's/^0:\(h5n[0-9]\) .*/\1/p' <<<"$second")
 [ -n "$rank0" ] || fail "no node of rank 0 in '$second'"
 # Rank 0's copy of each local step its node holds (the newest complete one, 9
@@ -186,7 +193,7 @@ for s in $(on "$rank0" ls "$local/$rank0" | sed -n 's/^local-step-0*\([0-9][0-9]
   corrupted+="$s "
 done
 [ -n "$corrupted" ] || fail "$rank0 holds no local step"
-echo "$victim back with an empty local tmpfs at $(elapsed); on $rank0, rank 0's copy of local steps $corrupted cut to half"
+echo "$victim back with an empty /dev/shm at $(elapsed); on $rank0, rank 0's copy of local steps $corrupted cut to half"
 
 outC=$tmp/jobC.out
 jobC=$(submit "$outC" --nodes=3 --ntasks=3 --ntasks-per-node=1 -- --throttle-ms 100 --crash-after-step 12)
