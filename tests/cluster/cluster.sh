@@ -5,8 +5,9 @@
 #   cluster.sh down DIR        stop it and remove everything `up` created
 #   cluster.sh exec DIR NODE CMD...   run CMD on node NODE (h5n1, h5n2, ...)
 #   cluster.sh env DIR         print `export SLURM_CONF=...` etc. for eval
-#   cluster.sh kill-node DIR NODE     NODE dies: its link down, all its processes killed
-#   cluster.sh revive-node DIR NODE   NODE back: its link up, a fresh slurmd
+#   cluster.sh kill-node DIR NODE     NODE dies: its link down, all its processes killed,
+#                                     its local tmpfs (DIR/local on it) gone
+#   cluster.sh revive-node DIR NODE   NODE back: its link up, a fresh slurmd, an empty local tmpfs
 #
 # Each node is a network namespace (its own lo and eth0, nothing else) and
 # a UTS namespace (its own hostname, h5n1..h5nK), kept alive by bind mounts
@@ -18,10 +19,28 @@
 # listens on the bridge's address (the root namespace plays the login node:
 # sinfo/srun/sbatch run there unwrapped, as on a real cluster, and
 # slurmctld's host name check needs the real host name). munged is shared:
-# its socket is a file (/run/munge), and the mount namespace is not
-# separated, so DIR (and DIR/shared, the "parallel file system") is the same
-# directory on every node. Each node has 2 fake GPUs for Slurm's GRES
+# its socket is a file (/run/munge), and every node's mount namespace
+# follows the root one (below), so DIR (and DIR/shared, the "parallel file
+# system") is the same directory on every node. Each node has 2 fake GPUs for Slurm's GRES
 # (character devices DIR/dev/gpu0 and gpu1, /dev/null's numbers).
+#
+# Node-local storage (the node-local checkpoint tier, issue 50): each node
+# also has a mount namespace of its own (a copy of the root one with slave
+# propagation: it sees DIR, DIR/shared and everything the host mounts) in
+# which a tmpfs of 256 MiB is mounted on DIR/local. On the host (the login
+# node) DIR/local stays an empty directory; on node h5nK it is that node's
+# private "local disk": what a job writes there is seen by that node alone,
+# so a block reaches another node only over the network (MPI), and
+# cluster.env names the path (H5DCP_CLUSTER_LOCAL). The namespace is kept
+# alive by a bind mount under /run/h5dcp-cluster/ID/mnt/ (a private mount
+# of its own, as unshare --mount=FILE needs); slurmd (hence every job step)
+# and `exec` enter it. `kill-node` drops it: the tmpfs and all it held are
+# gone, as a dead machine's /dev/shm or a failed local disk; `revive-node`
+# gives the node a fresh, empty one (a replaced or rebooted node). The node's
+# /dev/shm is a tmpfs of its own too, as on real nodes: OpenMPI's and PMIx's
+# shared-memory files are named after the host and the job (h5n1, Slurm job
+# 1 in every run), and two clusters of this script running at once on one
+# /dev/shm collided there (a job of one hung in MPI_Init, or segfaulted).
 #
 # Every run has an id, h5c + 4 hex digits: the bridge is ID-br, the root
 # ends of the veths ID-hK, the network namespaces ID-h5nK. `up` first
@@ -116,6 +135,14 @@ kill_netns_pids() {
 # Remove every namespace, link, mount and registry entry of run ID.
 remove_net() {
   local id=$1 ns l m
+  # The nodes' mount namespaces first (their tmpfs go with the last reference).
+  if [ -d "$registry_root/$id/mnt" ]; then
+    for m in "$registry_root/$id"/mnt/*.mnt; do
+      [ -e "$m" ] || continue
+      umount "$m" 2>/dev/null || true
+    done
+    umount "$registry_root/$id/mnt" 2>/dev/null || true
+  fi
   for ns in $(ip netns list | awk '{print $1}' | grep -E "^$id-h5n[0-9]+$" || true); do
     kill_netns_pids "$ns"
     ip netns del "$ns" 2>/dev/null || true
@@ -160,6 +187,21 @@ record() {
   echo "$2" >"$registry_root/$H5DCP_CLUSTER_ID/pid/$1.pid"
 }
 
+# new_node_mount K: node h5nK's mount namespace ($dir, $id set), a fresh
+# empty tmpfs on $dir/local and another on /dev/shm in it. Inside it, first, the copy of the
+# registry's mnt/ is detached: it holds the other nodes' namespace files, and
+# those references would keep their namespaces (and tmpfs) alive after
+# kill-node drops them from the root namespace.
+new_node_mount() {
+  local k=$1 file=$registry_root/$id/mnt/h5n$k.mnt
+  touch "$file"
+  unshare --mount="$file" --propagation slave sh -c \
+    'umount -l "$1" && mount -t tmpfs -o size=256m,mode=0755 "h5dcp-local-$2" "$3" &&
+     mount -t tmpfs -o size=1g,mode=1777 "h5dcp-shm-$2" /dev/shm' \
+    sh "$registry_root/$id/mnt" "$id-h5n$k" "$dir/local" ||
+    die "could not make node h5n$k's mount namespace with a tmpfs on $dir/local"
+}
+
 # start_slurmd K: node h5nK's slurmd, in its namespaces ($dir, $id, $SLURM_CONF set).
 start_slurmd() {
   local k=$1
@@ -167,6 +209,7 @@ start_slurmd() {
   # mounts a fresh /sys, without /sys/fs/cgroup, and slurmd then refuses
   # to start ("Unable to initialize cgroup plugin").
   setsid nsenter --net="/run/netns/$id-h5n$k" --uts="$registry_root/$id/h5n$k.uts" \
+    --mount="$registry_root/$id/mnt/h5n$k.mnt" \
     slurmd -D -N "h5n$k" -f "$SLURM_CONF" </dev/null >>"$dir/log/slurmd.h5n$k.out" 2>&1 &
   record "slurmd.h5n$k" $!
 }
@@ -272,7 +315,8 @@ cmd_up() {
   [ -n "$port" ] || die "no free port found"
 
   # From here on a failure removes what was made.
-  mkdir -p "$dir/pid" "$dir/log" "$dir/state" "$dir/dev" "$dir/shared" "$registry_root/$id/pid"
+  mkdir -p "$dir/pid" "$dir/log" "$dir/state" "$dir/dev" "$dir/shared" "$dir/local" "$registry_root/$id/pid" \
+    "$registry_root/$id/mnt"
   echo "$dir" >"$registry_root/$id/dir"
   cat >"$dir/cluster.env" <<EOF
 H5DCP_CLUSTER_ID=$id
@@ -280,6 +324,7 @@ H5DCP_CLUSTER_NODES=$nodes
 H5DCP_CLUSTER_SUBNET=$subnet
 H5DCP_CLUSTER_BRIDGE=$id-br
 H5DCP_CLUSTER_PORT=$port
+H5DCP_CLUSTER_LOCAL=$dir/local
 EOF
   cp "$dir/cluster.env" "$registry_root/$id/cluster.env"
   load_env "$dir"
@@ -312,6 +357,11 @@ EOF
     touch "$registry_root/$id/h5n$k.uts"
     unshare --uts="$registry_root/$id/h5n$k.uts" hostname "h5n$k"
   done
+  # The nodes' mount namespaces, each with its private tmpfs on $dir/local.
+  # unshare --mount=FILE needs FILE on a private mount: mnt/ bound on itself.
+  mount --bind "$registry_root/$id/mnt" "$registry_root/$id/mnt"
+  mount --make-private "$registry_root/$id/mnt"
+  for k in $(seq "$nodes"); do new_node_mount "$k"; done
   # munge: reuse a working one, else start one (stopped by down, or handed
   # to another run of this script still using it). Under the lock: two
   # runs starting at once must not both start one.
@@ -434,7 +484,10 @@ cmd_kill_node() {
     sleep 0.1
   done
   [ -z "$(ip netns pids "$id-h5n$k")" ] || die "processes left on $2 after SIGKILL: $(ip netns pids "$id-h5n$k" | tr '\n' ' ')"
-  echo "cluster.sh: $2 killed (link down, every process of it killed)"
+  # Its local storage dies with it: no process is left in its mount
+  # namespace, so this last reference's removal frees the tmpfs.
+  umount "$registry_root/$id/mnt/$2.mnt" || die "could not drop $2's mount namespace (its local tmpfs)"
+  echo "cluster.sh: $2 killed (link down, every process of it killed, its /dev/shm and local tmpfs gone)"
 }
 # revive-node: the link up and a fresh slurmd; with ReturnToService=2 the
 # node returns to service when that slurmd registers.
@@ -443,9 +496,11 @@ cmd_revive_node() {
   node_of_arg "$1" "$2"
   [ -z "$(ip netns pids "$id-h5n$k")" ] || die "$2 still runs processes: kill-node it first"
   ip link set "$id-h$k" up
+  # A fresh, empty local tmpfs (as a replaced or rebooted node has).
+  new_node_mount "$k"
   export SLURM_CONF=$dir/slurm.conf
   start_slurmd "$k"
-  echo "cluster.sh: $2 revived (slurmd $(cat "$dir/pid/slurmd.$2.pid"))"
+  echo "cluster.sh: $2 revived (slurmd $(cat "$dir/pid/slurmd.$2.pid"), an empty /dev/shm and local tmpfs)"
 }
 
 # --- exec / env -------------------------------------------------------------------
@@ -455,8 +510,15 @@ cmd_exec() {
   dir=$(cd "$dir" && pwd)
   load_env "$dir" || die "no cluster in $dir"
   [[ $node =~ ^h5n[0-9]+$ ]] && [ -e "$registry_root/$H5DCP_CLUSTER_ID/$node.uts" ] || die "no node $node"
+  [ -e "$registry_root/$H5DCP_CLUSTER_ID/mnt/$node.mnt" ] && mountpoint -q "$registry_root/$H5DCP_CLUSTER_ID/mnt/$node.mnt" ||
+    die "node $node is dead (kill-node): no mount namespace to enter"
+  # Entering a mount namespace moves to its root: env -C goes back to the
+  # caller's directory by its path, looked up in the node's namespace (not
+  # nsenter --wd=DIR: that keeps the host's DIR, and a relative path from
+  # it would bypass the node's own mounts).
   SLURM_CONF=$dir/slurm.conf exec nsenter --net="/run/netns/$H5DCP_CLUSTER_ID-$node" \
-    --uts="$registry_root/$H5DCP_CLUSTER_ID/$node.uts" "$@"
+    --uts="$registry_root/$H5DCP_CLUSTER_ID/$node.uts" --mount="$registry_root/$H5DCP_CLUSTER_ID/mnt/$node.mnt" \
+    env -C "$PWD" "$@"
 }
 cmd_env() {
   local dir
