@@ -538,11 +538,13 @@ int run(const Config& cfg, int rank, int size) {
     if (step == cfg.crash_after_step) manager.wait();
     const bool local_step = manager_options.local && step % cfg.local_every == 0;
     if (local_step || step % cfg.checkpoint_every == 0 || step == cfg.steps) {
+      // The last step reaches the shared directory whatever --checkpoint-every.
+      const auto target = step == cfg.steps ? h5dcp::SaveTarget::Shared : h5dcp::SaveTarget::Auto;
       const auto t0 = std::chrono::steady_clock::now();
       if (cfg.staging == "background")
-        staging = manager.async_stage_and_save(step, trainer.state_dict(), async_options);
+        staging = manager.async_stage_and_save(step, trainer.state_dict(), async_options, target);
       else
-        manager.async_save(step, trainer.state_dict(), async_options);
+        manager.async_save(step, trainer.state_dict(), async_options, target);
       blocking += seconds_since(t0);
       touched_by_save = true;
       ++saves;
@@ -561,7 +563,8 @@ int run(const Config& cfg, int rank, int size) {
     // Every rank stops after the same step when any rank was signalled.
     if (any_rank(g_signal.load() != 0) && step < cfg.steps) {
       if (manager.in_flight() != step) {
-        manager.save(step, trainer.state_dict());
+        // The shared directory too: the requeued job may run on other nodes.
+        manager.save(step, trainer.state_dict(), {}, h5dcp::SaveTarget::Shared);
         ++saves;
       }
       preempted = true;

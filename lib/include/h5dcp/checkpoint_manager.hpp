@@ -302,7 +302,7 @@ class CheckpointManager {
   void start_local_tier();
   std::optional<CheckpointInfo> recover_local(StateDict& state, const LoadOptions& options, LocalRecoveryScan& scan);
   SaveResult save_local(std::int64_t step, const StateDict& state, const SaveOptions& options);
-  bool local_step(std::int64_t step) const;   // written to the local tier
+  bool local_step(std::int64_t step) const;                      // written to the local tier
   bool shared_step(std::int64_t step, SaveTarget target) const;  // written to the shared directory
   std::string directory_;
   Retention retention_;

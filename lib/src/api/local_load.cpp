@@ -119,7 +119,8 @@ SurvivingNodeReport survey_local_copies(const std::string& node, const std::vect
     for (const auto& name : names) {
       const int owner = owner_of_name(name);
       if (owner < 0) continue;
-      const auto path = directory + "/" + name;
+      auto path = directory;
+      path.append("/").append(name);
       // The identity first: a copy whose blocks are damaged still says
       // which run and job it is of.
       std::optional<LocalFileIdentity> identity;
@@ -174,10 +175,10 @@ LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, cons
     reader.close();
     return encode_message(std::pair(encode(index), owners));
   });
-  const auto [index_bytes, owners] =
-      ByteReader::decode<std::pair<Bytes, std::map<std::string, std::vector<std::int64_t>>>>(
-          indexed.at(static_cast<std::size_t>(sources.server[0])));
-  const auto index = decode_checkpoint_index(index_bytes);
+  const auto indexed_step = ByteReader::decode<std::pair<Bytes, std::map<std::string, std::vector<std::int64_t>>>>(
+      indexed.at(static_cast<std::size_t>(sources.server[0])));
+  const auto index = decode_checkpoint_index(indexed_step.first);
+  const auto& owners = indexed_step.second;
 
   DefaultLoadPlanner default_planner(options.strict, options.convert_dtype);
   LoadPlanner& planner = options.planner != nullptr ? *options.planner : default_planner;

@@ -578,8 +578,12 @@ std::vector<Bytes> Comm::exchange(std::string_view step, const std::function<std
   for (std::size_t r = 0; r < outgoing.size(); ++r) send_sizes[r] = outgoing[r].size();
   std::vector<std::uint64_t> receive_sizes(outgoing.size());
   MPI_Request sizes = MPI_REQUEST_NULL;
-  check_mpi(MPI_Ialltoall(send_sizes.data(), 1, MPI_UINT64_T, receive_sizes.data(), 1, MPI_UINT64_T, comm_, &sizes),
-            "MPI_Ialltoall");
+  // As bytes: every rank is this machine's kind (one MPI job), and clang-tidy's
+  // type check sees std::uint64_t as unsigned long, not MPI_UINT64_T.
+  constexpr int kSizeBytes = sizeof(std::uint64_t);
+  check_mpi(
+      MPI_Ialltoall(send_sizes.data(), kSizeBytes, MPI_BYTE, receive_sizes.data(), kSizeBytes, MPI_BYTE, comm_, &sizes),
+      "MPI_Ialltoall");
   complete(sizes);
   constexpr std::size_t kPiece = std::size_t{1} << 30;
   std::vector<Bytes> incoming(outgoing.size());

@@ -420,10 +420,9 @@ std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state,
   }
   // Only the names of the shared checkpoints: nothing is read there.
   const auto shared_steps = steps();
-  const detail::CheckpointSession session(impl.user_comm, impl.options.coordinator, "local load", directory_,
-                                          options.timeout_seconds,
-                                          {{"strict", detail::bool_text(options.strict)},
-                                           {"convert_dtype", detail::bool_text(options.convert_dtype)}});
+  const detail::CheckpointSession session(
+      impl.user_comm, impl.options.coordinator, "local load", directory_, options.timeout_seconds,
+      {{"strict", detail::bool_text(options.strict)}, {"convert_dtype", detail::bool_text(options.convert_dtype)}});
   const auto& c = session.comm();
   const auto shared = shared_steps.empty() ? std::nullopt : std::optional<std::int64_t>(shared_steps.back());
   const auto& p = local.placement;
@@ -440,9 +439,8 @@ std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state,
     return out;
   };
   std::set<std::int64_t, std::greater<>> candidates;
-  for (const auto& listed : c.all_gather("local:list", [&] {
-         return local.node_leader ? detail::encode_message(mine()) : detail::Bytes();
-       }))
+  for (const auto& listed :
+       c.all_gather("local:list", [&] { return local.node_leader ? detail::encode_message(mine()) : detail::Bytes(); }))
     if (!listed.empty())
       for (const auto step : detail::ByteReader::decode<std::vector<std::int64_t>>(listed)) candidates.insert(step);
   detail::LocalStepChoice choice;
@@ -456,7 +454,8 @@ std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state,
       return detail::survey_local_copies(node_of(c.rank()), dirs);
     });
     choice = detail::choose_local_step(local.run_id, shared, reports);
-    for (const auto& skipped : choice.skipped) scan.skipped.push_back(skipped.node + ": " + skipped.file + ": " + skipped.reason);
+    for (const auto& skipped : choice.skipped)
+      scan.skipped.push_back(skipped.node + ": " + skipped.file + ": " + skipped.reason);
     scan.rejected.insert(scan.rejected.end(), choice.rejected.begin(), choice.rejected.end());
     if (choice.step) break;
   }

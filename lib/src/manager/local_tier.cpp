@@ -232,8 +232,10 @@ std::vector<std::string> remove_local_orphans(const std::string& node_directory)
           name.compare(name.size() - kPartialSuffix.size(), kPartialSuffix.size(), kPartialSuffix) != 0 ||
           !local_step_of(name.substr(1, name.size() - 1 - kPartialSuffix.size())))
         continue;
-      retire_directory(node_directory + "/" + name, is_copy_name);
-      removed.push_back(node_directory + "/" + name);
+      auto path = node_directory;
+      path.append("/").append(name);
+      retire_directory(path, is_copy_name);
+      removed.push_back(std::move(path));
     }
   } catch (...) {
   }
