@@ -32,6 +32,7 @@
 #include "h5dcp/error.hpp"
 #include "h5dcp/save_plan_cache.hpp"
 #include "manager/local_tier.hpp"
+#include "manager/step_names.hpp"
 #include "storage/checkpoint_directory.hpp"
 #include "storage/directory_publish.hpp"
 
@@ -42,33 +43,10 @@ constexpr std::string_view kPrefix = "step-";
 constexpr std::string_view kSuffix = ".h5";
 constexpr const char* kPointer = "latest";
 
-std::string file_name_for(std::int64_t step) {
-  char digits[32];
-  std::snprintf(digits, sizeof digits, "%08lld", static_cast<long long>(step));
-  return std::string(kPrefix) + digits + std::string(kSuffix);
-}
-
-// The step of a checkpoint file name, when it is exactly file_name_for(step).
-std::optional<std::int64_t> step_of(const std::string& name) {
-  if (name.size() <= kPrefix.size() + kSuffix.size() || name.compare(0, kPrefix.size(), kPrefix) != 0 ||
-      name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
-    return std::nullopt;
-  const auto digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
-  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  const auto step = static_cast<std::int64_t>(std::stoll(digits));
-  if (file_name_for(step) != name) return std::nullopt;
-  return step;
-}
+std::string file_name_for(std::int64_t step) { return detail::step_name(kPrefix, step, kSuffix); }
 
 // Steps of the checkpoint files, ascending.
-std::vector<std::int64_t> list_steps(const std::string& dir) {
-  std::vector<std::int64_t> steps;
-  for (const auto& name : detail::list_names(dir))
-    if (const auto step = step_of(name)) steps.push_back(*step);
-  std::sort(steps.begin(), steps.end());
-  return steps;
-}
+std::vector<std::int64_t> list_steps(const std::string& dir) { return detail::list_step_names(dir, kPrefix, kSuffix); }
 
 // Which orphans to remove: with the directory locked no other manager uses
 // it, so every temporary file but one whose writer provably still runs (a

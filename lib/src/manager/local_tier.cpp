@@ -12,6 +12,7 @@
 
 #include "comm/node_survey.hpp"
 #include "h5dcp/error.hpp"
+#include "manager/step_names.hpp"
 #include "storage/checkpoint_directory.hpp"
 #include "storage/directory_publish.hpp"
 
@@ -166,28 +167,12 @@ ReplicaPlacement survey_local_tier(const Comm& comm, const LocalTierOptions& opt
   return local_tier_placement(nodes, options, value, fit);
 }
 
-std::string local_step_name(std::int64_t step) {
-  char digits[32];
-  std::snprintf(digits, sizeof digits, "%08lld", static_cast<long long>(step));
-  return std::string(kStepPrefix) + digits;
-}
+std::string local_step_name(std::int64_t step) { return step_name(kStepPrefix, step, ""); }
 
-std::optional<std::int64_t> local_step_of(const std::string& name) {
-  if (name.size() <= kStepPrefix.size() || name.compare(0, kStepPrefix.size(), kStepPrefix) != 0) return std::nullopt;
-  const auto digits = name.substr(kStepPrefix.size());
-  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  const auto step = static_cast<std::int64_t>(std::stoll(digits));
-  if (local_step_name(step) != name) return std::nullopt;
-  return step;
-}
+std::optional<std::int64_t> local_step_of(const std::string& name) { return step_of_name(name, kStepPrefix, ""); }
 
 std::vector<std::int64_t> list_local_steps(const std::string& node_directory) {
-  std::vector<std::int64_t> steps;
-  for (const auto& name : list_names(node_directory))
-    if (const auto step = local_step_of(name)) steps.push_back(*step);
-  std::sort(steps.begin(), steps.end());
-  return steps;
+  return list_step_names(node_directory, kStepPrefix, "");
 }
 
 std::string partial_local_step_name(std::int64_t step) {
