@@ -101,7 +101,8 @@ TEST(LocalTierOptions, EachInvalidFieldIsNamed) {
       {with([](auto& o) { o.run_id = "run 1"; }), "run_id 'run 1'"},
       {with([](auto& o) { o.run_id = std::string(257, 'x'); }), "at most 256"},
   };
-  for (const auto& [options, needle] : cases) expect_usage_error([&] { validate_local_tier(options); }, needle);
+  // A loop variable, not a structured binding: clang 14 cannot capture those.
+  for (const auto& c : cases) expect_usage_error([&] { validate_local_tier(c.first); }, c.second);
 }
 
 // Settings as comparable pairs (Setting has no ==).
