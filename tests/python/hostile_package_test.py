@@ -35,6 +35,10 @@ import h5dcp
 
 GENERATOR = None
 ADDRESS_SPACE = 4 << 30
+# The CPU seconds one call may spend on a file: the work a hostile file can
+# cause, counted in the child's own CPU time so that a machine loaded by the
+# tests running beside it does not fail the bound (wall time went 6 s -> 24 s
+# so under ctest -j2); a call that blocks instead hits the child's wall timeout.
 SECONDS_PER_CALL = 20
 RSS_ABOVE_BASELINE_KIB = 256 << 10
 CALLS = ("load", "verify", "dcp")
@@ -53,7 +57,7 @@ resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
 import h5dcp
 path, results = sys.argv[2], {}
 for call in sys.argv[3:]:
-    start = time.monotonic()
+    start = time.process_time()
     try:
         if call == "load":
             h5dcp.load_state_dict(path)
@@ -66,7 +70,7 @@ for call in sys.argv[3:]:
         outcome = ["FormatError", str(e)]
     except BaseException as e:
         outcome = [type(e).__name__, str(e)[:2000]]
-    results[call] = outcome + [time.monotonic() - start]
+    results[call] = outcome + [time.process_time() - start]
 print("RESULT " + json.dumps({"results": results, "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
 
@@ -262,7 +266,7 @@ class Hostile(unittest.TestCase):
         for path, (outcome, _) in cls.outcomes.items():
             slowest = max((r[2] for r in outcome["results"].values()), default=0) if outcome else 0
             if slowest > 2:
-                print("%s: %.1f s, peak RSS %d MiB" % (os.path.basename(path), slowest, outcome["maxrss_kib"] >> 10),
+                print("%s: %.1f s of CPU, peak RSS %d MiB" % (os.path.basename(path), slowest, outcome["maxrss_kib"] >> 10),
                       file=sys.stderr)
         cls.baseline = cls.outcomes[os.path.join(cls.generated, "accept-empty-and-scalar.h5")][0]["maxrss_kib"]
 
@@ -274,7 +278,7 @@ class Hostile(unittest.TestCase):
         self.assertLessEqual(outcome["maxrss_kib"], self.baseline + RSS_ABOVE_BASELINE_KIB,
                              "%s: peak RSS %d KiB" % (path, outcome["maxrss_kib"]))
         for call, (_, _, seconds) in outcome["results"].items():
-            self.assertLess(seconds, SECONDS_PER_CALL, "%s: %s took %.1f s" % (path, call, seconds))
+            self.assertLess(seconds, SECONDS_PER_CALL, "%s: %s took %.1f s of CPU" % (path, call, seconds))
 
     def test_the_generators_cases_and_our_own_are_there(self):
         names = [os.path.basename(p) for p in self.outcomes]
