@@ -13,6 +13,7 @@ the run's figures here. Every number in the generated text comes from those
 files; the only literals are the targets' thresholds and PROSE_FIGURES below
 (bench/check_figures.py checks, in bench.smoke). A side whose own correctness check failed gets no ratio."""
 import json
+import math
 import os
 import platform
 import re
@@ -74,6 +75,13 @@ def read_text(name):
 
 def num(x, digits=3):
     return f"{x:.{digits}f}"
+
+
+def sig(x, digits=3):
+    """`x` to `digits` significant digits, never in exponent form (193, 25.6, 0.503)."""
+    if not x:
+        return "0"
+    return f"{x:.{max(digits - 1 - int(math.floor(math.log10(abs(x)))), 0)}f}"
 
 
 def plural(n, word):
@@ -1299,11 +1307,12 @@ def local_tier_lines():
     rc_gb = rc["checkpoint_bytes"] / 1e9
     rec_ok = not failed("recovery")
     cached = [x["cached_checkpoint_bytes"] for x in sh if x.get("cached_checkpoint_bytes") is not None]
-    out += [fill("local_tier.recovery", step=rc["step"], gb=num(rc_gb), hidden=rc["hidden"],
+    # Megabytes to three significant digits: a smoke run's tiny checkpoint still shows what it measured.
+    out += [fill("local_tier.recovery", step=rc["step"], mb=sig(rc_gb * 1e3), hidden=rc["hidden"],
                  save_ranks=rc["save_ranks"], nodes=rc["nodes"], load_ranks=rc["load_ranks"],
                  cache="" if rc["cold"] else " (its pages evicted; the page cache not dropped: not root)",
-                 shared=num(ta), shared_spread=spread([x["seconds"] for x in sh]), shared_rate=num(rc_gb / ta),
-                 local=num(tb), local_spread=spread([x["seconds"] for x in lo]), local_rate=num(rc_gb / tb),
+                 shared=num(ta), shared_spread=spread([x["seconds"] for x in sh]), shared_rate=sig(rc_gb * 1e3 / ta),
+                 local=num(tb), local_spread=spread([x["seconds"] for x in lo]), local_rate=sig(rc_gb * 1e3 / tb),
                  target=f"{LOCAL_RECOVERY_SPEEDUP:g}",
                  ratio=near(ta / tb, LOCAL_RECOVERY_SPEEDUP) if rec_ok else "not compared: a check failed",
                  verdict=verdict(ta / tb >= LOCAL_RECOVERY_SPEEDUP) if rec_ok else "not judged",
