@@ -367,6 +367,13 @@ bool same_value(const h5dcp::StateValue& a, const h5dcp::StateValue& b) {
   return false;
 }
 
+// The first configuration key whose saved value differs from this run's.
+std::optional<std::string> differing_config_key(const h5dcp::StateDict& saved, const h5dcp::StateDict& mine) {
+  for (const auto& [key, value] : saved)
+    if (!same_value(value, mine.at(key))) return key;
+  return std::nullopt;
+}
+
 bool any_rank(bool mine) {
   int local = mine ? 1 : 0;
   int any = 0;
@@ -436,16 +443,14 @@ int run(const Config& cfg, int rank, int size) {
         std::printf("h5dcp-train: --resume: no checkpoint in %s or the local tier yet, starting at step 0\n",
                     cfg.checkpoint_dir.c_str());
     } else {
-      const auto mine = trainer.config_dict();
-      for (const auto& [key, value] : std::get<h5dcp::StateDict>(state["config"]))
-        if (!same_value(value, mine.at(key))) {
-          if (rank == 0)
-            std::fprintf(stderr,
-                         "h5dcp-train: step %lld was trained with another '%s' than this run's; resume with the "
-                         "same --seed, --hidden, --global-batch, --micro-batches, --dataset-size and --lr\n",
-                         static_cast<long long>(found->step), key.c_str());
-          return kExitUsage;
-        }
+      if (const auto key = differing_config_key(std::get<h5dcp::StateDict>(state["config"]), trainer.config_dict())) {
+        if (rank == 0)
+          std::fprintf(stderr,
+                       "h5dcp-train: step %lld was trained with another '%s' than this run's; resume with the "
+                       "same --seed, --hidden, --global-batch, --micro-batches, --dataset-size and --lr\n",
+                       static_cast<long long>(found->step), key->c_str());
+        return kExitUsage;
+      }
       state.erase("config");
       trainer.restore(state);
       if (rank == 0) {
@@ -473,16 +478,15 @@ int run(const Config& cfg, int rank, int size) {
       // on a tensor shape.
       h5dcp::StateDict saved_config{{"config", trainer.config_dict()}};
       h5dcp::load(saved_config, found->path);
-      const auto mine = trainer.config_dict();
-      for (const auto& [key, value] : std::get<h5dcp::StateDict>(saved_config["config"]))
-        if (!same_value(value, mine.at(key))) {
-          if (rank == 0)
-            std::fprintf(stderr,
-                         "h5dcp-train: %s was trained with another '%s' than this run's; resume with the "
-                         "same --seed, --hidden, --global-batch, --micro-batches, --dataset-size and --lr\n",
-                         found->path.c_str(), key.c_str());
-          return kExitUsage;
-        }
+      if (const auto key =
+              differing_config_key(std::get<h5dcp::StateDict>(saved_config["config"]), trainer.config_dict())) {
+        if (rank == 0)
+          std::fprintf(stderr,
+                       "h5dcp-train: %s was trained with another '%s' than this run's; resume with the "
+                       "same --seed, --hidden, --global-batch, --micro-batches, --dataset-size and --lr\n",
+                       found->path.c_str(), key->c_str());
+        return kExitUsage;
+      }
       auto state = trainer.state_dict();
       h5dcp::load(state, found->path);
       trainer.restore(state);
