@@ -93,6 +93,7 @@ struct Config {
   int local_replicas = 1;
   int local_keep = 2;
   std::string local_groups_variable;
+  bool local_sync = false;  // local steps written in the call (manager.save), not in the background
 };
 
 constexpr int kInputs = 16;
@@ -541,11 +542,16 @@ int run(const Config& cfg, int rank, int size) {
     // any, half written).
     if (step == cfg.crash_after_step) manager.wait();
     const bool local_step = manager_options.local && step % cfg.local_every == 0;
-    if (local_step || step % cfg.checkpoint_every == 0 || step == cfg.steps) {
+    // This step's save, if any, reaches the shared directory (a local step
+    // alone does not).
+    const bool shared_step = step % cfg.checkpoint_every == 0 || step == cfg.steps;
+    if (local_step || shared_step) {
       // The last step reaches the shared directory whatever --checkpoint-every.
       const auto target = step == cfg.steps ? h5dcp::SaveTarget::Shared : h5dcp::SaveTarget::Auto;
       const auto t0 = std::chrono::steady_clock::now();
-      if (cfg.staging == "background")
+      if (cfg.local_sync && local_step && !shared_step)
+        manager.save(step, trainer.state_dict());
+      else if (cfg.staging == "background")
         staging = manager.async_stage_and_save(step, trainer.state_dict(), async_options, target);
       else
         manager.async_save(step, trainer.state_dict(), async_options, target);
@@ -566,7 +572,7 @@ int run(const Config& cfg, int rank, int size) {
     times.add(seconds_since(step_started), touched_by_save);
     // Every rank stops after the same step when any rank was signalled.
     if (any_rank(g_signal.load() != 0) && step < cfg.steps) {
-      if (manager.in_flight() != step) {
+      if (manager.in_flight() != step || !shared_step) {
         // The shared directory too: the requeued job may run on other nodes.
         manager.save(step, trainer.state_dict(), {}, h5dcp::SaveTarget::Shared);
         ++saves;
@@ -654,6 +660,9 @@ int main(int argc, char** argv) {
   app.add_option("--local-keep", cfg.local_keep, "local steps each node keeps (default 2)")->check(CLI::PositiveNumber);
   app.add_option("--local-groups-variable", cfg.local_groups_variable,
                  "environment variable holding the nodes' failure domains, 'node=group,...'");
+  app.add_flag("--local-sync", cfg.local_sync,
+               "write each local step (not a drain) before the save call returns, instead of in the background "
+               "(where the training keeps every core busy, as on a CPU, the background write only competes with it)");
   // A later option wins: job scripts append the user's options to their defaults.
   for (auto* option : app.get_options()) option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   try {

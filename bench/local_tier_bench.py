@@ -6,13 +6,15 @@ usage: local_tier_bench.py --train BUILD/apps/h5dcp-train --json OUT.json [optio
 
 Three measurements, written to one JSON (read by bench/performance_report.py):
 
-step_cost  Per-step cost of a local checkpoint at every step. Rounds alternate (A/B, then B/A):
+step_cost  Per-step cost of a local checkpoint at every step. Three kinds of run, in an order that rotates
+           from round to round (each goes first as often):
            "none": h5dcp-train without --local-dir and --checkpoint-every beyond --steps, so no
            step saves but the last (h5dcp-train always saves after its last step); its figure is
            the mean of the other steps (h5dcp-train's "otherwise" average), steps without any
            checkpoint. "tier": --local-dir, --local-every 1, --checkpoint-every twice --steps (no
            drain at all: the shared directory gets nothing); every step saves to the tier, the last
-           included, and its figure is the mean of all steps. The driver also times each step as
+           included, and its figure is the mean of all steps; each local step written in the background
+           (async_save). "sync": the same with --local-sync, each local step written in the save call. The driver also times each step as
            it sees it, from one "step N loss" line to the next (steps 2..N: in "tier" each interval
            holds one local checkpoint, in "none" none), and takes their median, which a burst of
            other work on the machine moves less than the mean. After each run its newest checkpoint
@@ -50,7 +52,7 @@ p.add_argument("--json", required=True)
 p.add_argument("--mpiexec", default="mpiexec")
 p.add_argument("--dir", default="/tmp/h5dcp-bench/local-tier", help="the 'shared' directories (a disk)")
 p.add_argument("--local-root", default="/dev/shm/h5dcp-local-tier-bench", help="the fake nodes' local directories")
-p.add_argument("--rounds", type=int, default=4, help="step cost: A/B rounds")
+p.add_argument("--rounds", type=int, default=6, help="step cost: rounds (each runs every kind once)")
 p.add_argument("--ranks", type=int, default=2, help="step cost and bytes: ranks (one fake node each)")
 p.add_argument("--steps", type=int, default=30)
 p.add_argument("--hidden", type=int, default=1024)
@@ -152,13 +154,16 @@ print(f"== local tier, step cost: {args.ranks} ranks on {args.ranks} fake nodes,
       f"--hidden {args.hidden} --global-batch {args.global_batch}, {args.rounds} rounds", flush=True)
 ref_a = losses(train(args.ranks, args.ranks, "--steps", n + 1, "--checkpoint-every", 10 * n,
                      "--checkpoint-dir", fresh(os.path.join(args.dir, "ref-a")), **model))
-step_runs = {"none": [], "tier": []}
+kinds = ("none", "tier", "sync")
+step_runs = {kind: [] for kind in kinds}
 for rnd in range(args.rounds):
-    for kind in (("none", "tier") if rnd % 2 == 0 else ("tier", "none")):
+    for kind in kinds[rnd % 3:] + kinds[:rnd % 3]:
         shared = fresh(os.path.join(args.dir, f"steps-{kind}"))
         local = os.path.join(fresh(os.path.join(args.local_root, "steps")), "{node}")
-        tier = ["--local-dir", local, "--local-every", 1, "--local-keep", 2] if kind == "tier" else []
+        tier = ["--local-dir", local, "--local-every", 1, "--local-keep", 2] if kind != "none" else []
         flags = ["--steps", n, "--checkpoint-every", 2 * n, "--checkpoint-dir", shared, *tier]
+        if kind == "sync":
+            flags.append("--local-sync")
         stamps = {}
         out = train(args.ranks, args.ranks, *flags, **model, stamps=stamps)
         # Steps 2..n as the driver saw them: from one step's loss line to the next's. Each such interval
@@ -172,7 +177,7 @@ for rnd in range(args.rounds):
         # so the resumed run writes nothing to the tier; its forced last save goes to `shared`).
         back = train(args.ranks, args.ranks, "--resume", "--steps", n + 1, "--checkpoint-every", 2 * n + 2,
                      "--checkpoint-dir", shared, *(tier[:2] + ["--local-every", 2] if tier else []), **model)
-        run = dict(round=rnd + 1, mean_ms=all_ms if kind == "tier" else other_ms, all_ms=all_ms, saving_ms=saving_ms,
+        run = dict(round=rnd + 1, mean_ms=all_ms if kind != "none" else other_ms, all_ms=all_ms, saving_ms=saving_ms,
                    interval_median_ms=statistics.median(intervals), intervals_ms=intervals,
                    other_ms=other_ms, saves=saves, read_back=checked(f"step cost, {kind}", back, n + 1, ref_a),
                    resumed_from_local=bool(re.search(r"resumed from local step", back)))
@@ -188,8 +193,9 @@ train(args.ranks, args.ranks, "--steps", 10, "--checkpoint-every", 20, "--checkp
       os.path.join(fresh(os.path.join(args.local_root, "steps")), "{node}"), "--local-every", 1, **model,
       trace=step_trace)
 step_trace = {k: statistics.median(v) for k, v in step_trace.items() if k.startswith(("local:", "save:"))}
-print(f"step cost: tier/none = {med['tier'] / med['none']:.3f} (means), "
-      f"{med_interval['tier'] / med_interval['none']:.3f} (median intervals)", flush=True)
+for kind in ("tier", "sync"):
+    print(f"step cost: {kind}/none = {med[kind] / med['none']:.3f} (means), "
+          f"{med_interval[kind] / med_interval['none']:.3f} (median intervals)", flush=True)
 
 # --- b. recovery ---------------------------------------------------------------------------------
 rm = dict(hidden=args.recovery_hidden, batch=8, micro=4)

@@ -1282,25 +1282,35 @@ def local_tier_lines():
     out = [fill("local_tier", shared=f"`{lt['shared_fs']}`" if lt.get("shared_fs") else "a directory on this disk",
                 checked=fill("local_tier.checked", equal=equal(not failed("step cost")))
                 + (fill("local_tier.failed", failures="; ".join(failures)) if failures else "")), ""]
-    none_mean = [r["mean_ms"] for r in sc["runs"]["none"]]
-    tier_mean = [r["mean_ms"] for r in sc["runs"]["tier"]]
-    a_mean, b_mean = sc["median_ms"]["none"], sc["median_ms"]["tier"]
+    runs = sc["runs"]
+    means = {k: [r["mean_ms"] for r in v] for k, v in runs.items()}
     # The median steps (the driver's timing), where the JSON has them; else the means stand in.
-    none = [r.get("interval_median_ms", r["mean_ms"]) for r in sc["runs"]["none"]]
-    tier = [r.get("interval_median_ms", r["mean_ms"]) for r in sc["runs"]["tier"]]
-    a, b = sc.get("median_interval_ms", sc["median_ms"])["none"], sc.get("median_interval_ms", sc["median_ms"])["tier"]
+    steps = {k: [r.get("interval_median_ms", r["mean_ms"]) for r in v] for k, v in runs.items()}
+    med_mean = sc["median_ms"]
+    med = sc.get("median_interval_ms", sc["median_ms"])
+    a, b, a_mean, b_mean = med["none"], med["tier"], med_mean["none"], med_mean["tier"]
     step_ok = not failed("step cost")
+    # C (written in the call) where the run measured it.
+    has_sync = "sync" in runs
+    c = med["sync"] if has_sync else None
+    c_mean = med_mean["sync"] if has_sync else None
     mb = None
     if sb["runs"]["none"]["files"]:
         mb = sb["runs"]["none"]["bytes"] / sb["runs"]["none"]["files"] / 1e6
     out += [fill("local_tier.step_cost", ranks=lt["ranks"], steps=sc["steps"], hidden=sc["hidden"],
                  batch=sc["global_batch"], micro=sc["micro_batches"], mb=num(mb, 1) if mb else "?",
-                 rounds=plural(sc["rounds"], "round"), none=num(a, 2), none_spread=spread_2(none), tier=num(b, 2),
-                 tier_spread=spread_2(tier), target=f"{LOCAL_STEP_COST:g}", none_mean=num(a_mean, 2),
-                 none_mean_spread=spread_2(none_mean), tier_mean=num(b_mean, 2), tier_mean_spread=spread_2(tier_mean),
+                 rounds=plural(sc["rounds"], "round"), none=num(a, 2), none_spread=spread_2(steps["none"]),
+                 tier=num(b, 2), tier_spread=spread_2(steps["tier"]), target=f"{LOCAL_STEP_COST:g}",
+                 none_mean=num(a_mean, 2), none_mean_spread=spread_2(means["none"]), tier_mean=num(b_mean, 2),
+                 tier_mean_spread=spread_2(means["tier"]),
                  ratio_mean=near(b_mean / a_mean, LOCAL_STEP_COST) if step_ok else "–", cores=cpu,
                  ratio=near(b / a, LOCAL_STEP_COST) if step_ok else "not compared: a read-back failed",
                  verdict=verdict(b / a <= LOCAL_STEP_COST) if step_ok else "not judged",
+                 sync=num(c, 2) if has_sync else "not measured", sync_spread=spread_2(steps.get("sync", [])),
+                 sync_mean=num(c_mean, 2) if has_sync else "", sync_mean_spread=spread_2(means.get("sync", [])),
+                 ratio_sync=near(c / a, LOCAL_STEP_COST) if has_sync and step_ok else "–",
+                 verdict_sync=verdict(c / a <= LOCAL_STEP_COST) if has_sync and step_ok else "not judged",
+                 ratio_sync_mean=near(c_mean / a_mean, LOCAL_STEP_COST) if has_sync and step_ok else "–",
                  trace=trace_text("local_tier.step_trace", sc.get("traced_seconds"), 1e3, "ms", 1)), ""]
     sh, lo = rc["samples"]["shared"], rc["samples"]["local"]
     ta, tb = rc["median_seconds"]["shared"], rc["median_seconds"]["local"]

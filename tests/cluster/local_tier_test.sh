@@ -167,7 +167,7 @@ ended "$jobA" "$outA" "job A's second start" FAILED
 grep -q "start #1 on 4 tasks" "$outA" || { cat "$outA"; fail "job A: no second start on 4 tasks"; }
 second=$(nodes_of "$outA" 1)
 [ "$(wc -w <<<"$second")" -eq 4 ] && [[ $second != *":$victim "* ]] ||
-  fail "job A's second start ran its ranks on '$second' (4 ranks, not on the dead $victim)"
+  { cat "$outA"; fail "job A's second start ran its ranks on '$second' (4 ranks, not on the dead $victim)"; }
 s1=$(resumed_local "$outA" 1 4)
 [ -n "$s1" ] || { start_lines "$outA" 1; fail "job A's second start did not resume from the local tier on 4 ranks with nothing read from $ckpt"; }
 [ "$s1" -ge 6 ] && [ "$s1" -le "$killed_at" ] ||

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -371,6 +372,69 @@ TEST(LocalTierSave, APartnerThatStallsInTheCopyFailsTheStepWithinTheDeadline) {
   MPI_Barrier(MPI_COMM_WORLD);
   const auto node_dir = detail::local_directory_for(options.directory, fake_node_of(test::world_rank()));
   EXPECT_EQ(step_entries(node_dir), std::vector<std::string>{"local-step-00000001"});
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(LocalTierSave, AnAsyncSaveReturnsOnceStagedAndPublishesInTheBackground) {
+  ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  auto options = tier_options(root);
+  options.replicas = fake_node_count() >= 2 ? 1 : 0;
+  options.run_id = "run-E";
+  CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
+  auto w = test::grid_shards(full_weights(), test::world_size(), 1, test::world_rank(), test::world_size());
+  const StateDict state{{"w", w}, {"b", test::reference_tensor({5}, at::kDouble, 3)}, {"step", std::int64_t{1}}};
+  const auto saved = manager.async_save(1, state);
+  // The caller changes its tensors as soon as the call returns: the copy
+  // must hold what they were.
+  for (const auto& shard : w.local_shards()) shard.tensor.fill_(-1.0F);
+  EXPECT_EQ(manager.in_flight(), std::optional<std::int64_t>(1));
+  const auto result = manager.wait();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_TRUE(saved.valid());
+  EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(1));
+  EXPECT_FALSE(manager.in_flight().has_value());
+  EXPECT_TRUE(manager.steps().empty()) << "a local step alone reaches no shared file";
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto node_dir = detail::local_directory_for(options.directory, fake_node_of(test::world_rank()));
+  EXPECT_EQ(detail::read_pointer(node_dir, "latest-local"), std::optional<std::string>("local-step-00000001"));
+  {
+    const auto path = node_dir + "/local-step-00000001/" + detail::local_copy_name(test::world_rank());
+    const auto original =
+        test::grid_shards(full_weights(), test::world_size(), 1, test::world_rank(), test::world_size());
+    detail::ContainerReader reader(path, MPI_COMM_NULL);
+    for (const auto& shard : original.local_shards()) {
+      auto got = at::empty_like(shard.tensor);
+      const std::vector<std::int64_t> sizes(shard.tensor.sizes().begin(), shard.tensor.sizes().end());
+      reader.read("w", DType::Float32, ChunkStorageMetadata{shard.offsets, sizes}, got.data_ptr());
+      EXPECT_TRUE(test::bitwise_equal(got, shard.tensor)) << path;
+    }
+    reader.close();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  // A failure in the background is thrown by the next wait(), on every
+  // rank, and leaves the last step.
+  if (test::world_size() >= 2) {
+    const int failing = test::world_size() - 1;
+    ScopedVariable fault("H5DCP_INJECT_FAULT", "local:write@" + std::to_string(failing));
+    manager.async_save(2, tier_state(2));
+    const auto error = test::expect_checkpoint_error([&] { manager.wait(); });
+    EXPECT_EQ(error.step(), "local:write");
+    EXPECT_TRUE(error.failures().count(failing)) << error.what();
+    EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(1));
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_EQ(step_entries(node_dir), std::vector<std::string>{"local-step-00000001"}) << "no partial step is left";
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  // Staged before async_stage_and_save returns; the next save waits for it.
+  const auto handles = manager.async_stage_and_save(3, tier_state(3));
+  EXPECT_EQ(handles.staged.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  manager.save(4, tier_state(4));
+  EXPECT_EQ(handles.saved.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(4));
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(step_entries(node_dir), (std::vector<std::string>{"local-step-00000003", "local-step-00000004"}));
   MPI_Barrier(MPI_COMM_WORLD);
 }
 

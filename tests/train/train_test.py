@@ -6,6 +6,11 @@
   train_test.py ... resume FROM TO CRASH
       FROM ranks, every rank SIGKILLed right after step CRASH (--crash-after-step),
       then --resume on TO ranks.
+  train_test.py ... local-tier FROM TO CRASH MODE
+      FROM ranks (one node) with a local checkpoint every step (--local-dir, the drain
+      every 4 steps), written in the background (MODE async) or in the save call (MODE
+      sync: --local-sync), every rank SIGKILLed right after step CRASH; then --resume
+      on TO ranks recovers from the newest local step (newer than the shared one).
   train_test.py ... kill-during-save FROM TO
       FROM ranks; as soon as a checkpoint's partial file appears in the checkpoint
       directory, the whole job (mpiexec and every rank) gets SIGKILL from outside;
@@ -198,6 +203,32 @@ def case_resume(r, args):
     check_resumed(reference, text, ckpt, newest, args.to_ranks)
 
 
+def case_local_tier(r, args):
+    reference = r.reference()
+    case, ckpt = r.fresh(f"local-{args.mode}-{args.from_ranks}to{args.to_ranks}")
+    tier = ["--checkpoint-every", "4", "--local-dir", os.path.join(case, "local", "{node}"), "--local-every", "1",
+            "--local-replicas", "0", *(["--local-sync"] if args.mode == "sync" else [])]
+    rc, text = r.run(args.from_ranks, ckpt, [*tier, "--crash-after-step", str(args.crash)],
+                     os.path.join(case, "crashed.log"), expect_ok=False)
+    if rc == 0 or "SIGKILL to every rank" not in text:
+        fail(f"the run on {args.from_ranks} ranks was expected to be killed after step {args.crash}")
+    check_against(reference, step_lines(text), f"{args.from_ranks} ranks before the crash")
+    _, text = r.run(args.to_ranks, ckpt, [*tier, "--resume"], os.path.join(case, "resumed.log"))
+    m = re.search(r"resumed from local step (\d+)", text)
+    # --crash-after-step waits for the saves of earlier steps; a save in the
+    # call (sync) is complete before the crash, one in the background may not be.
+    least = args.crash if args.mode == "sync" else args.crash - 1
+    if not m or not least <= int(m.group(1)) <= args.crash:
+        fail(f"the resumed run did not start from local step {least}..{args.crash}")
+    if f"none from {ckpt}" not in text:
+        fail("the resumed run does not say that it read nothing from the shared directory")
+    resumed = int(m.group(1))
+    lines = step_lines(text)
+    if sorted(lines) != list(range(resumed + 1, STEPS + 1)):
+        fail(f"the resumed run printed steps {sorted(lines)}, expected {resumed + 1}..{STEPS}")
+    check_against(reference, lines, f"resumed on {args.to_ranks} ranks from local step {resumed}")
+
+
 def case_kill_during_save(r, args):
     reference = r.reference()
     case, ckpt = r.fresh(f"kill-during-save-{args.from_ranks}to{args.to_ranks}")
@@ -282,6 +313,11 @@ def main():
     p.add_argument("to_ranks", type=int)
     p.add_argument("crash", type=int)
     sub.add_parser("device-refused")
+    p = sub.add_parser("local-tier")
+    p.add_argument("from_ranks", type=int)
+    p.add_argument("to_ranks", type=int)
+    p.add_argument("crash", type=int)
+    p.add_argument("mode", choices=["async", "sync"])
     p = sub.add_parser("kill-during-save")
     p.add_argument("from_ranks", type=int)
     p.add_argument("to_ranks", type=int)
@@ -289,6 +325,7 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     r = Runner(args)
     {"reference": case_reference, "resume": case_resume, "kill-during-save": case_kill_during_save,
+     "local-tier": case_local_tier,
      "device-refused": case_device_refused}[args.case](r, args)
     print("PASS")
 

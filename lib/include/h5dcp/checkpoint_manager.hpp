@@ -242,7 +242,12 @@ class CheckpointManager {
   /// failure thrown here. `latest` and retention are updated when the save
   /// is done: by poll(), wait(), the next save or the destructor.
   /// Collective. Needs MPI_THREAD_MULTIPLE (UsageError otherwise). The
-  /// returned future holds this save's result or CheckpointError.
+  /// returned future holds this save's result or CheckpointError. With a
+  /// local tier, a local step that is not a drain step returns once this
+  /// rank's blocks are copied to host memory; the copies to the partner
+  /// nodes, the writes and the publish run in the background, and
+  /// latest_local() names the step once poll() or wait() saw it done. A
+  /// drain step writes its local step before returning.
   SaveFuture async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options = {},
                         SaveTarget target = SaveTarget::Auto);
 
@@ -301,7 +306,8 @@ class CheckpointManager {
                               bool stage_in_background, SaveTarget target);
   void start_local_tier();
   std::optional<CheckpointInfo> recover_local(StateDict& state, const LoadOptions& options, LocalRecoveryScan& scan);
-  SaveResult save_local(std::int64_t step, const StateDict& state, const SaveOptions& options);
+  SaveResult save_local(std::int64_t step, const StateDict& state, const SaveOptions& options);   // synchronous
+  SaveFuture start_local(std::int64_t step, const StateDict& state, const SaveOptions& options);  // in the background
   bool local_step(std::int64_t step) const;                      // written to the local tier
   bool shared_step(std::int64_t step, SaveTarget target) const;  // written to the shared directory
   std::string directory_;

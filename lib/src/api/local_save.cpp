@@ -84,51 +84,61 @@ std::string local_copy_name(int owner) {
   return name;
 }
 
-SaveResult save_local_step(const Comm& c, const StateDict& state_dict, const SaveOptions& options,
-                           const LocalStepTarget& target) {
-  const auto& placement = *target.placement;
+StagedLocalStep stage_local_step(const Comm& c, const StateDict& state_dict, const SaveOptions& options,
+                                 const std::string& directory) {
   DefaultSavePlanner default_planner;
   SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
   StateDict expanded;
   const bool expand = has_stateful(state_dict);
-  const auto planned = plan_save(
-      c, planner, expand ? expanded : state_dict, target.directory + "/" + local_copy_name(c.rank()),
+  auto planned = plan_save(
+      c, planner, expand ? expanded : state_dict, directory + "/" + local_copy_name(c.rank()),
       [&] {
         if (expand) expanded = expand_for_save(state_dict);
       },
       options.plan_cache);
-  const auto& plan = planned.plan;
-  const auto mine = blocks_written_by(plan, c.rank());
-  std::vector<std::shared_ptr<const void>> bytes(mine.size());
-  const auto checksums = c.all_gather("local:stage", [&] {
+  StagedLocalStep staged;
+  staged.plan = std::move(planned.plan);
+  staged.plan_reused = planned.reused;
+  staged.mine = blocks_written_by(staged.plan, c.rank());
+  staged.at = packed_offsets(staged.mine);
+  // Copied (not aliased) even from host tensors: the caller may change them
+  // as soon as this returns, while the rest of the step still runs. The
+  // checksums too, here: every rank needs every rank's, and one step less
+  // in the background is one wait less there, spent polling a core.
+  staged.checksums = c.all_gather("local:stage", [&] {
+    staged.packed.resize(staged.at.back());
     std::vector<ChunkChecksums> sums;
-    for (std::size_t i = 0; i < mine.size(); ++i) {
-      const auto& b = mine[i];
+    for (std::size_t i = 0; i < staged.mine.size(); ++i) {
+      const auto& b = staged.mine[i];
       if (b.bytes == 0) continue;
-      const auto& tensor = plan.tensors[b.tensor];
-      bytes[i] = host_bytes(resolve_block(planner, tensor, tensor.chunks[b.chunk]));
-      sums.push_back(checksum_block(b, bytes[i].get()));
+      const auto& tensor = staged.plan.tensors[b.tensor];
+      const auto bytes = host_bytes(resolve_block(planner, tensor, tensor.chunks[b.chunk]));
+      char* copy = staged.packed.data() + staged.at[i];
+      std::memcpy(copy, bytes.get(), static_cast<std::size_t>(b.bytes));
+      sums.push_back(checksum_block(b, copy));
     }
     return encode(sums);
   });
+  return staged;
+}
+
+SaveResult write_local_step(const Comm& c, const StagedLocalStep& staged, const LocalStepTarget& target) {
+  const auto& placement = *target.placement;
+  const auto& plan = staged.plan;
+  const auto& mine = staged.mine;
+  const auto& checksums = staged.checksums;
   const auto all_checksums = assemble_checksums(plan, checksums);
-  const auto mine_at = packed_offsets(mine);
   const auto received = c.exchange("local:copy", [&] {
     std::vector<Bytes> out(static_cast<std::size_t>(c.size()));
-    const auto& destinations = placement.destinations.at(static_cast<std::size_t>(c.rank()));
-    if (destinations.empty()) return out;
-    Bytes packed(mine_at.back(), '\0');
-    for (std::size_t i = 0; i < mine.size(); ++i)
-      if (mine[i].bytes > 0)
-        std::memcpy(packed.data() + mine_at[i], bytes[i].get(), static_cast<std::size_t>(mine[i].bytes));
-    for (const int d : destinations) out.at(static_cast<std::size_t>(d)) = packed;
+    for (const int d : placement.destinations.at(static_cast<std::size_t>(c.rank())))
+      out.at(static_cast<std::size_t>(d)) = staged.packed;
     return out;
   });
   c.all_gather("local:write", [&] {
     LocalFileIdentity identity{target.run_id, target.step, c.rank(), 0, placement.nodes, {}};
     for (const int n : placement.node_of_rank) identity.rank_node.push_back(n);
     write_copy(target.directory + "/" + local_copy_name(c.rank()), plan, all_checksums, identity, mine,
-               [&](std::size_t i) { return bytes[i].get(); });
+               [&](std::size_t i) { return static_cast<const void*>(staged.packed.data() + staged.at[i]); });
     for (const auto& source : placement.sources.at(static_cast<std::size_t>(c.rank()))) {
       const auto theirs = blocks_written_by(plan, source.rank);
       const auto at = packed_offsets(theirs);
@@ -141,7 +151,7 @@ SaveResult save_local_step(const Comm& c, const StateDict& state_dict, const Sav
     }
     return Bytes();
   });
-  return save_result_of(plan, planned.reused);
+  return save_result_of(plan, staged.plan_reused);
 }
 
 }  // namespace h5dcp::detail

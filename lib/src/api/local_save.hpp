@@ -2,8 +2,11 @@
 // A node-local tier's step (issue 50), the mechanism; which steps, where and
 // when to publish are the manager's (manager/local_tier.hpp):
 //
+// stage_local_step, in the caller's thread (all it waits for):
 //   save:plan    all_reduce  the save's global plan (with the plan cache)
-//   local:stage  all_gather  each rank resolves and checksums its own blocks
+//   local:stage  all_gather  each rank copies its own blocks out and
+//                            checksums them
+// write_local_step, in the caller's thread or a background one:
 //   local:copy   exchange    each rank sends its blocks to its destinations
 //   local:write  all_gather  each rank writes its own copy and the copies it
 //                            received into its node's step directory, fsynced
@@ -15,10 +18,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "comm/comm.hpp"
 #include "h5dcp/options.hpp"
 #include "h5dcp/state_dict.hpp"
+#include "plan/block_writes.hpp"
 #include "plan/replica_placement.hpp"
 
 namespace h5dcp::detail {
@@ -34,12 +39,29 @@ struct LocalStepTarget {
 /// The file name of owner rank `owner`'s copy in a step directory.
 std::string local_copy_name(int owner);
 
-/// Writes the local step `target` of `state`: this rank's own copy, and the
-/// copies placement.sources[rank] says it holds for ranks of other nodes.
-/// Collective; options.planner and options.plan_cache as for h5dcp::save.
-/// Throws CheckpointError on every rank (naming the rank, the step and what
-/// failed: a block, a full disk, a peer that died mid-copy).
-SaveResult save_local_step(const Comm& comm, const StateDict& state, const SaveOptions& options,
-                           const LocalStepTarget& target);
+/// A local step staged: the plan, and this rank's blocks copied out of the
+/// state dict, packed in plan order (what is sent to its partners as is).
+struct StagedLocalStep {
+  GlobalSavePlan plan;
+  bool plan_reused = false;
+  std::vector<BlockWrite> mine;  ///< this rank's blocks, in plan order
+  std::vector<std::size_t> at;   ///< where each starts in `packed`; the last entry is its size
+  Bytes packed;
+  std::vector<Bytes> checksums;  ///< every rank's blocks' checksums (encoded ChunkChecksums), by rank
+};
+
+/// Plans the step (the file name of this rank's copy in `directory` is the
+/// plan's path) and copies this rank's blocks: once it returns, the caller
+/// may change `state`. Collective; options.planner and options.plan_cache as
+/// for h5dcp::save. Throws CheckpointError on every rank.
+StagedLocalStep stage_local_step(const Comm& comm, const StateDict& state, const SaveOptions& options,
+                                 const std::string& directory);
+
+/// Writes the staged step as `target`: this rank's own copy, and the copies
+/// placement.sources[rank] says it holds for ranks of other nodes. Collective
+/// (any thread, one at a time). Throws CheckpointError on every rank (naming
+/// the rank, the step and what failed: a block, a full disk, a peer that
+/// died mid-copy).
+SaveResult write_local_step(const Comm& comm, const StagedLocalStep& staged, const LocalStepTarget& target);
 
 }  // namespace h5dcp::detail

@@ -18,6 +18,8 @@
 #include <future>
 #include <set>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "api/async_save_engine.hpp"
@@ -25,9 +27,11 @@
 #include "api/local_load.hpp"
 #include "api/local_save.hpp"
 #include "api/save_steps.hpp"
+#include "base/background_thread.hpp"
 #include "base/byte_codec.hpp"
 #include "base/exception_text.hpp"
 #include "comm/comm.hpp"
+#include "comm/plain_calls.hpp"
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/save_plan_cache.hpp"
@@ -93,8 +97,10 @@ struct CheckpointManager::Impl {
   struct InFlight {
     std::int64_t step;
     SaveFuture future;
+    bool local_only = false;  // a step of the local tier alone: nothing to publish in the directory
   };
   std::optional<InFlight> in_flight;
+  std::thread local_writer;  // an async local step's background thread (joined once its future is ready)
   // The last async save, once finished, until wait() reports it.
   std::optional<SaveResult> finished;
   std::exception_ptr save_failure;              // the same on every rank
@@ -113,6 +119,53 @@ struct CheckpointManager::Impl {
   std::optional<Local> local;
 
   Impl(MPI_Comm c, const ManagerOptions& o) : user_comm(c), comm(c, o.coordinator), options(o) {}
+
+  // A session of its own for each local step, as h5dcp::save has: its
+  // deadline (a partner that dies mid-copy fails the step, not the manager's
+  // communicator).
+  std::unique_ptr<detail::CheckpointSession> local_session(const std::string& directory,
+                                                           const SaveOptions& save_options) const {
+    return std::make_unique<detail::CheckpointSession>(user_comm, options.coordinator, "local save", directory,
+                                                       save_options.timeout_seconds,
+                                                       detail::save_settings(save_options));
+  }
+
+  // The step's directory made (each node's first rank), the step planned
+  // and staged; in the caller's thread, where the ranks arrive together.
+  detail::StagedLocalStep stage_local(const detail::Comm& c, std::int64_t step, const StateDict& state,
+                                      const SaveOptions& save_options) const {
+    const auto partial = local->directory + "/" + detail::partial_local_step_name(step);
+    try {
+      c.all_gather("local:prepare", [&] {
+        if (local->node_leader) {
+          detail::retire_directory(partial, [](const std::string&) { return true; });
+          detail::create_directories_durably(partial);
+        }
+        return detail::Bytes();
+      });
+      return detail::stage_local_step(c, state, save_options, partial);
+    } catch (...) {
+      if (local->node_leader) detail::retire_directory(partial, [](const std::string&) { return true; });
+      throw;
+    }
+  }
+
+  SaveResult write_local(const detail::Comm& c, std::int64_t step, const detail::StagedLocalStep& staged) const {
+    const auto& local = *this->local;
+    const auto partial = local.directory + "/" + detail::partial_local_step_name(step);
+    try {
+      auto result = detail::write_local_step(c, staged, {step, local.run_id, &local.placement, partial});
+      // Every copy of every rank is durable: each node puts its step in place.
+      c.all_gather("local:publish", [&] {
+        if (local.node_leader) detail::publish_local_step(local.directory, partial, step, options.local->keep);
+        return detail::Bytes();
+      });
+      return result;
+    } catch (...) {
+      if (local.node_leader) detail::retire_directory(partial, [](const std::string&) { return true; });
+      throw;
+    }
+  }
 };
 
 CheckpointManager::CheckpointManager(std::string directory, Retention retention, MPI_Comm comm, ManagerOptions options)
@@ -182,33 +235,49 @@ std::optional<std::int64_t> CheckpointManager::latest_local() const noexcept {
 
 SaveResult CheckpointManager::save_local(std::int64_t step, const StateDict& state, const SaveOptions& options) {
   auto& impl = *impl_;
-  auto& local = *impl.local;
-  // A session of its own, as h5dcp::save has: its deadline (a partner that
-  // dies mid-copy fails the step, not the manager's communicator).
-  const detail::CheckpointSession session(impl.user_comm, impl.options.coordinator, "local save", directory_,
-                                          options.timeout_seconds, detail::save_settings(options));
-  const auto& c = session.comm();
-  const auto partial = local.directory + "/" + detail::partial_local_step_name(step);
+  const auto session = impl.local_session(directory_, options);
+  auto result = impl.write_local(session->comm(), step, impl.stage_local(session->comm(), step, state, options));
+  impl_->local->latest = step;
+  return result;
+}
+
+SaveFuture CheckpointManager::start_local(std::int64_t step, const StateDict& state, const SaveOptions& options) {
+  auto& impl = *impl_;
+  detail::require_thread_multiple("async saves");
+  std::shared_ptr<detail::CheckpointSession> session = impl.local_session(directory_, options);
+  // The caller waits for the copy only; the rest runs on a thread of its
+  // own, with the session (its communicator, deadline and HDF5 gate).
+  auto staged =
+      std::make_shared<const detail::StagedLocalStep>(impl.stage_local(session->comm(), step, state, options));
+  session->hand_over();
+  auto promise = std::make_shared<std::promise<SaveResult>>();
+  SaveFuture future = promise->get_future().share();
+  auto write = [&impl, step, session, staged, promise]() mutable {
+    std::optional<SaveResult> result;
+    std::exception_ptr failure;
+    try {
+      result = impl.write_local(session->comm(), step, *staged);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // The gate is given back (in this thread) before the caller can wake.
+    session.reset();
+    staged.reset();
+    if (failure)
+      promise->set_exception(failure);
+    else
+      promise->set_value(std::move(*result));
+  };
   try {
-    c.all_gather("local:prepare", [&] {
-      if (local.node_leader) {
-        detail::retire_directory(partial, [](const std::string&) { return true; });
-        detail::create_directories_durably(partial);
-      }
-      return detail::Bytes();
+    impl.local_writer = std::thread([write]() mutable {
+      detail::run_as_background_thread();
+      write();
     });
-    auto result = detail::save_local_step(c, state, options, {step, local.run_id, &local.placement, partial});
-    // Every copy of every rank is durable: each node puts its step in place.
-    c.all_gather("local:publish", [&] {
-      if (local.node_leader) detail::publish_local_step(local.directory, partial, step, impl.options.local->keep);
-      return detail::Bytes();
-    });
-    local.latest = step;
-    return result;
-  } catch (...) {
-    if (local.node_leader) detail::retire_directory(partial, [](const std::string&) { return true; });
-    throw;
+  } catch (const std::system_error&) {
+    write();  // no thread to be had: written here, as a sync save
   }
+  impl.in_flight = Impl::InFlight{step, future, true};
+  return future;
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -247,13 +316,17 @@ bool CheckpointManager::poll() {
   if (!impl.in_flight) return true;
   if (impl.in_flight->future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
   const auto step = impl.in_flight->step;
+  const bool local_only = impl.in_flight->local_only;
+  if (impl.local_writer.joinable()) impl.local_writer.join();
   try {
     impl.finished = impl.in_flight->future.get();
   } catch (...) {
     impl.save_failure = std::current_exception();
   }
   impl.in_flight.reset();
-  if (!impl.save_failure && impl.comm.is_coordinator()) {
+  if (local_only) {
+    if (!impl.save_failure) impl.local->latest = step;
+  } else if (!impl.save_failure && impl.comm.is_coordinator()) {
     // Published (the future is ready only after the rename): point at it.
     try {
       publish(directory_, retention_, step);
@@ -293,7 +366,9 @@ SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, co
   o.coordinator = impl.options.coordinator;
   if (o.planner == nullptr && o.plan_cache == nullptr) o.plan_cache = &impl.plan_cache;
   std::optional<SaveResult> local;
-  if (local_step(step)) {
+  // (A step the tier already holds, saved again for the shared directory
+  // after a preemption, is not written to the tier twice.)
+  if (local_step(step) && impl.local->latest != step) {
     local = save_local(step, state, o);
     if (!shared_step(step, target)) return *local;
   }
@@ -325,16 +400,17 @@ StagedSave CheckpointManager::start_async_save(std::int64_t step, const StateDic
   o.coordinator = impl.options.coordinator;
   if (o.planner == nullptr && o.plan_cache == nullptr) o.plan_cache = &impl.plan_cache;
   if (local_step(step)) {
-    // The local step is written before returning (the local tier's saves
-    // are synchronous so far); only a drain to the shared directory is async.
-    auto result = save_local(step, state, o);
     if (!shared_step(step, target)) {
+      // Staged before returning (a copy in host memory), written, copied
+      // to the partners and published in the background.
+      auto saved = start_local(step, state, o);
       std::promise<void> staged;
       staged.set_value();
-      std::promise<SaveResult> saved;
-      saved.set_value(std::move(result));
-      return StagedSave{staged.get_future().share(), saved.get_future().share()};
+      return StagedSave{staged.get_future().share(), saved};
     }
+    // A drain step: the local step first, then the shared file as any
+    // async save (the two would take turns on the HDF5 gate anyway).
+    save_local(step, state, o);
   }
   auto handles = impl.saver.save(state, path_for(step), o, impl.user_comm, stage_in_background);
   impl.in_flight = Impl::InFlight{step, handles.saved};
