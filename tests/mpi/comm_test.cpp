@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "comm/comm.hpp"
 #include "h5dcp/error.hpp"
@@ -174,6 +177,49 @@ TEST(Comm, AFailingReduceOrCoordinatorMapIsNamedAsTheCoordinator) {
   EXPECT_NE(e.failures().at(comm.coordinator()).find("returned 0 payloads"), std::string::npos);
   e = expect_checkpoint_error([&] { comm.broadcast("bcast", []() -> Bytes { throw 42; }); });
   EXPECT_NE(e.failures().at(comm.coordinator()).find("unknown exception"), std::string::npos);
+}
+
+TEST(Comm, ExchangesDeliverEachPayloadToItsRankAndReuseTheBuffers) {
+  Comm comm(MPI_COMM_WORLD);
+  comm.set_timeout(30);  // the deadline's waits, as a session sets them
+  const int n = comm.size();
+  // Rank r sends to rank d the text "r>d", (r + d) % 3 times over: some empty.
+  const auto text = [](int from, int to) {
+    Bytes out;
+    for (int i = 0; i < (from + to) % 3; ++i) out += std::to_string(from) + ">" + std::to_string(to) + ";";
+    return out;
+  };
+  std::vector<Bytes> mine;
+  for (int d = 0; d < n; ++d) mine.push_back(text(comm.rank(), d));
+  const auto got = comm.exchange("exchange", [&] { return mine; });
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(got[r], text(r, comm.rank())) << "from rank " << r;
+  // From views, into buffers kept: the same sizes twice reuse their memory.
+  std::vector<Bytes> into;
+  const auto views = [&] { return std::vector<std::string_view>(mine.begin(), mine.end()); };
+  comm.exchange_into("exchange into", views, into);
+  std::vector<const char*> where;
+  for (const auto& b : into) where.push_back(b.data());
+  for (auto& m : mine) std::reverse(m.begin(), m.end());
+  comm.exchange_into("exchange into", views, into);
+  for (int r = 0; r < n; ++r) {
+    auto expected = text(r, comm.rank());
+    std::reverse(expected.begin(), expected.end());
+    EXPECT_EQ(into[r], expected) << "from rank " << r;
+    if (!expected.empty()) EXPECT_EQ(into[r].data(), where[r]) << "the buffer for rank " << r << " was reallocated";
+  }
+  // A map that throws on one rank: the same error everywhere, nothing moved.
+  const auto e = expect_checkpoint_error([&] {
+    comm.exchange_into(
+        "failing exchange",
+        [&]() -> std::vector<std::string_view> {
+          if (comm.rank() == n - 1) throw std::runtime_error("no payload");
+          return views();
+        },
+        into);
+  });
+  EXPECT_EQ(e.step(), "failing exchange");
+  EXPECT_TRUE(e.failures().count(n - 1)) << e.what();
 }
 
 TEST(Comm, StepsStillWorkAfterAFailure) {

@@ -84,8 +84,8 @@ std::string local_copy_name(int owner) {
   return name;
 }
 
-StagedLocalStep stage_local_step(const Comm& c, const StateDict& state_dict, const SaveOptions& options,
-                                 const std::string& directory) {
+void stage_local_step(const Comm& c, const StateDict& state_dict, const SaveOptions& options,
+                      const std::string& directory, StagedLocalStep& staged) {
   DefaultSavePlanner default_planner;
   SavePlanner& planner = options.planner != nullptr ? *options.planner : default_planner;
   StateDict expanded;
@@ -96,7 +96,6 @@ StagedLocalStep stage_local_step(const Comm& c, const StateDict& state_dict, con
         if (expand) expanded = expand_for_save(state_dict);
       },
       options.plan_cache);
-  StagedLocalStep staged;
   staged.plan = std::move(planned.plan);
   staged.plan_reused = planned.reused;
   staged.mine = blocks_written_by(staged.plan, c.rank());
@@ -106,7 +105,7 @@ StagedLocalStep stage_local_step(const Comm& c, const StateDict& state_dict, con
   // checksums too, here: every rank needs every rank's, and one step less
   // in the background is one wait less there, spent polling a core.
   staged.checksums = c.all_gather("local:stage", [&] {
-    staged.packed.resize(staged.at.back());
+    staged.packed.resize(staged.at.back());  // the same size as the last step's: no new memory
     std::vector<ChunkChecksums> sums;
     for (std::size_t i = 0; i < staged.mine.size(); ++i) {
       const auto& b = staged.mine[i];
@@ -119,21 +118,24 @@ StagedLocalStep stage_local_step(const Comm& c, const StateDict& state_dict, con
     }
     return encode(sums);
   });
-  return staged;
 }
 
-SaveResult write_local_step(const Comm& c, const StagedLocalStep& staged, const LocalStepTarget& target) {
+SaveResult write_local_step(const Comm& c, StagedLocalStep& staged, const LocalStepTarget& target) {
   const auto& placement = *target.placement;
   const auto& plan = staged.plan;
   const auto& mine = staged.mine;
   const auto& checksums = staged.checksums;
   const auto all_checksums = assemble_checksums(plan, checksums);
-  const auto received = c.exchange("local:copy", [&] {
-    std::vector<Bytes> out(static_cast<std::size_t>(c.size()));
-    for (const int d : placement.destinations.at(static_cast<std::size_t>(c.rank())))
-      out.at(static_cast<std::size_t>(d)) = staged.packed;
-    return out;
-  });
+  auto& received = staged.received;
+  c.exchange_into(
+      "local:copy",
+      [&] {
+        std::vector<std::string_view> out(static_cast<std::size_t>(c.size()));
+        for (const int d : placement.destinations.at(static_cast<std::size_t>(c.rank())))
+          out.at(static_cast<std::size_t>(d)) = staged.packed;
+        return out;
+      },
+      received);
   c.all_gather("local:write", [&] {
     LocalFileIdentity identity{target.run_id, target.step, c.rank(), 0, placement.nodes, {}};
     for (const int n : placement.node_of_rank) identity.rank_node.push_back(n);

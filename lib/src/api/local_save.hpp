@@ -41,6 +41,8 @@ std::string local_copy_name(int owner);
 
 /// A local step staged: the plan, and this rank's blocks copied out of the
 /// state dict, packed in plan order (what is sent to its partners as is).
+/// Kept from step to step, so that its buffers' memory is reused: a local
+/// checkpoint every step then allocates and page-faults nothing.
 struct StagedLocalStep {
   GlobalSavePlan plan;
   bool plan_reused = false;
@@ -48,20 +50,21 @@ struct StagedLocalStep {
   std::vector<std::size_t> at;   ///< where each starts in `packed`; the last entry is its size
   Bytes packed;
   std::vector<Bytes> checksums;  ///< every rank's blocks' checksums (encoded ChunkChecksums), by rank
+  std::vector<Bytes> received;   ///< write_local_step's: the blocks of the ranks this one holds copies of
 };
 
 /// Plans the step (the file name of this rank's copy in `directory` is the
-/// plan's path) and copies this rank's blocks: once it returns, the caller
-/// may change `state`. Collective; options.planner and options.plan_cache as
-/// for h5dcp::save. Throws CheckpointError on every rank.
-StagedLocalStep stage_local_step(const Comm& comm, const StateDict& state, const SaveOptions& options,
-                                 const std::string& directory);
+/// plan's path) and copies this rank's blocks into `staged`: once it
+/// returns, the caller may change `state`. Collective; options.planner and
+/// options.plan_cache as for h5dcp::save. Throws CheckpointError on every rank.
+void stage_local_step(const Comm& comm, const StateDict& state, const SaveOptions& options,
+                      const std::string& directory, StagedLocalStep& staged);
 
 /// Writes the staged step as `target`: this rank's own copy, and the copies
 /// placement.sources[rank] says it holds for ranks of other nodes. Collective
 /// (any thread, one at a time). Throws CheckpointError on every rank (naming
 /// the rank, the step and what failed: a block, a full disk, a peer that
 /// died mid-copy).
-SaveResult write_local_step(const Comm& comm, const StagedLocalStep& staged, const LocalStepTarget& target);
+SaveResult write_local_step(const Comm& comm, StagedLocalStep& staged, const LocalStepTarget& target);
 
 }  // namespace h5dcp::detail

@@ -565,6 +565,23 @@ std::vector<Bytes> Comm::all_gather(std::string_view step, const std::function<B
 
 std::vector<Bytes> Comm::exchange(std::string_view step, const std::function<std::vector<Bytes>()>& map) const {
   std::vector<Bytes> outgoing;
+  std::vector<Bytes> incoming;
+  exchange_into(
+      step,
+      [&] {
+        outgoing = map();
+        std::vector<std::string_view> views(outgoing.begin(), outgoing.end());
+        if (static_cast<std::size_t>(rank_) < views.size()) views[static_cast<std::size_t>(rank_)] = {};  // moved below
+        return views;
+      },
+      incoming);
+  incoming[static_cast<std::size_t>(rank_)] = std::move(outgoing[static_cast<std::size_t>(rank_)]);
+  return incoming;
+}
+
+void Comm::exchange_into(std::string_view step, const std::function<std::vector<std::string_view>()>& map,
+                         std::vector<Bytes>& incoming) const {
+  std::vector<std::string_view> outgoing;
   all_gather(step, [&] {
     outgoing = map();
     if (outgoing.size() != static_cast<std::size_t>(size_))
@@ -572,7 +589,10 @@ std::vector<Bytes> Comm::exchange(std::string_view step, const std::function<std
                   std::to_string(outgoing.size()));
     return Bytes();
   });
-  if (!distributed()) return outgoing;
+  incoming.resize(outgoing.size());
+  const auto self = static_cast<std::size_t>(rank_);
+  incoming[self].assign(outgoing[self]);
+  if (!distributed()) return;
   // The sizes first (a small collective), then the payloads point to point.
   std::vector<std::uint64_t> send_sizes(outgoing.size());
   for (std::size_t r = 0; r < outgoing.size(); ++r) send_sizes[r] = outgoing[r].size();
@@ -586,33 +606,35 @@ std::vector<Bytes> Comm::exchange(std::string_view step, const std::function<std
       "MPI_Ialltoall");
   complete(sizes);
   constexpr std::size_t kPiece = std::size_t{1} << 30;
-  std::vector<Bytes> incoming(outgoing.size());
   std::vector<MPI_Request> requests;
   std::vector<int> peer_of;
-  const auto post = [&](Bytes& data, int peer, bool send) {
-    for (std::size_t at = 0; at < data.size(); at += kPiece) {
-      const auto n = checked_count(std::min(kPiece, data.size() - at));
+  // MPI's send buffer is const; its C binding is not.
+  const auto post = [&](char* data, std::size_t size, int peer, bool send) {
+    for (std::size_t at = 0; at < size; at += kPiece) {
+      const auto n = checked_count(std::min(kPiece, size - at));
       requests.emplace_back();
       peer_of.push_back(peer);
       if (send)
-        check_mpi(MPI_Isend(data.data() + at, n, MPI_BYTE, peer, kExchangeTag, comm_, &requests.back()), "MPI_Isend");
+        check_mpi(MPI_Isend(data + at, n, MPI_BYTE, peer, kExchangeTag, comm_, &requests.back()), "MPI_Isend");
       else
-        check_mpi(MPI_Irecv(data.data() + at, n, MPI_BYTE, peer, kExchangeTag, comm_, &requests.back()), "MPI_Irecv");
+        check_mpi(MPI_Irecv(data + at, n, MPI_BYTE, peer, kExchangeTag, comm_, &requests.back()), "MPI_Irecv");
     }
   };
   for (int r = 0; r < size_; ++r) {
-    incoming[static_cast<std::size_t>(r)].resize(receive_sizes[static_cast<std::size_t>(r)]);
-    if (r == rank_) {
-      incoming[static_cast<std::size_t>(r)] = std::move(outgoing[static_cast<std::size_t>(r)]);
-      continue;
-    }
-    post(incoming[static_cast<std::size_t>(r)], r, false);
+    if (r == rank_) continue;
+    // Same size as the last exchange into it: its memory is reused as is.
+    auto& into = incoming[static_cast<std::size_t>(r)];
+    into.resize(receive_sizes[static_cast<std::size_t>(r)]);
+    post(into.data(), into.size(), r, false);
   }
   for (int r = 0; r < size_; ++r)
-    if (r != rank_) post(outgoing[static_cast<std::size_t>(r)], r, true);
+    if (r != rank_) {
+      const auto& view = outgoing[static_cast<std::size_t>(r)];
+      post(const_cast<char*>(view.data()), view.size(), r, true);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    }
   if (timeout_ <= 0) {
     check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
-    return incoming;
+    return;
   }
   const auto done = wait_until(requests, seconds_now() + 2 * timeout_ + 1);
   std::map<int, std::string> stalled;
@@ -621,7 +643,7 @@ std::vector<Bytes> Comm::exchange(std::string_view step, const std::function<std
       stalled[peer_of[i]] = "its transfer of step '" + std::string(step) + "' with rank " + std::to_string(rank_) +
                             " did not complete within " + after(2 * timeout_ + 1) +
                             " s (stalled or dead); the job should be restarted";
-  if (stalled.empty()) return incoming;
+  if (stalled.empty()) return;
   abandon(requests, done);
   timed_out_ = true;
   throw CheckpointError(std::string(step), stalled);

@@ -94,6 +94,13 @@ class Comm {
   /// wait for them has the deadline of an exchange: a peer that dies
   /// mid-transfer makes the others throw CheckpointError, not hang.
   std::vector<Bytes> exchange(std::string_view step, const std::function<std::vector<Bytes>()>& map) const;
+  /// As exchange, but `map` returns views of the caller's buffers (sent as
+  /// they are, not copied; they must outlive the call), and each payload
+  /// lands in `incoming[source]` (resized to one per rank), whose memory is
+  /// reused when it is as large: a step that exchanges the same sizes time
+  /// after time allocates nothing more (and page-faults nothing more).
+  void exchange_into(std::string_view step, const std::function<std::vector<std::string_view>()>& map,
+                     std::vector<Bytes>& incoming) const;
 
   /// Bounds how long a step waits for the other ranks (0: forever). With a
   /// timeout, every step first checks, with point-to-point messages and a

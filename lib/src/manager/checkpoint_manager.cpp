@@ -115,6 +115,9 @@ struct CheckpointManager::Impl {
     bool node_leader = false;                          // the first rank of its node: it owns the directory
     std::unique_ptr<detail::DirectoryLock> node_lock;  // the node leader's only
     std::optional<std::int64_t> latest;                // the last step published on every node
+    // The step being written, whose buffers the next step reuses: one at a
+    // time (every save first waits for the one in flight).
+    std::shared_ptr<detail::StagedLocalStep> staged = std::make_shared<detail::StagedLocalStep>();
   };
   std::optional<Local> local;
 
@@ -132,8 +135,8 @@ struct CheckpointManager::Impl {
 
   // The step's directory made (each node's first rank), the step planned
   // and staged; in the caller's thread, where the ranks arrive together.
-  detail::StagedLocalStep stage_local(const detail::Comm& c, std::int64_t step, const StateDict& state,
-                                      const SaveOptions& save_options) const {
+  void stage_local(const detail::Comm& c, std::int64_t step, const StateDict& state,
+                   const SaveOptions& save_options) const {
     const auto partial = local->directory + "/" + detail::partial_local_step_name(step);
     try {
       c.all_gather("local:prepare", [&] {
@@ -143,14 +146,14 @@ struct CheckpointManager::Impl {
         }
         return detail::Bytes();
       });
-      return detail::stage_local_step(c, state, save_options, partial);
+      detail::stage_local_step(c, state, save_options, partial, *local->staged);
     } catch (...) {
       if (local->node_leader) detail::retire_directory(partial, [](const std::string&) { return true; });
       throw;
     }
   }
 
-  SaveResult write_local(const detail::Comm& c, std::int64_t step, const detail::StagedLocalStep& staged) const {
+  SaveResult write_local(const detail::Comm& c, std::int64_t step, detail::StagedLocalStep& staged) const {
     const auto& local = *this->local;
     const auto partial = local.directory + "/" + detail::partial_local_step_name(step);
     try {
@@ -236,7 +239,8 @@ std::optional<std::int64_t> CheckpointManager::latest_local() const noexcept {
 SaveResult CheckpointManager::save_local(std::int64_t step, const StateDict& state, const SaveOptions& options) {
   auto& impl = *impl_;
   const auto session = impl.local_session(directory_, options);
-  auto result = impl.write_local(session->comm(), step, impl.stage_local(session->comm(), step, state, options));
+  impl.stage_local(session->comm(), step, state, options);
+  auto result = impl.write_local(session->comm(), step, *impl.local->staged);
   impl_->local->latest = step;
   return result;
 }
@@ -247,8 +251,8 @@ SaveFuture CheckpointManager::start_local(std::int64_t step, const StateDict& st
   std::shared_ptr<detail::CheckpointSession> session = impl.local_session(directory_, options);
   // The caller waits for the copy only; the rest runs on a thread of its
   // own, with the session (its communicator, deadline and HDF5 gate).
-  auto staged =
-      std::make_shared<const detail::StagedLocalStep>(impl.stage_local(session->comm(), step, state, options));
+  impl.stage_local(session->comm(), step, state, options);
+  auto staged = impl.local->staged;
   session->hand_over();
   auto promise = std::make_shared<std::promise<SaveResult>>();
   SaveFuture future = promise->get_future().share();
