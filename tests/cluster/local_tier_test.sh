@@ -22,6 +22,10 @@
 #      the shared directory; it drains step 8 and dies after step 10
 #      (--crash-after-step 10: SIGKILL while step 10's save is in flight),
 #      leaving local step 9 (or 10) on the 2 nodes and steps 4 8 shared;
+#   1b. job B on the same 2 nodes with 3 ranks (2 + 1) and --steps 1 (so it
+#      loads and stops: "nothing to do", and H5DCP_LOCAL_KEEP=1 keeps the
+#      local steps for the next case) resumes from that same newest local
+#      step on 3 ranks, nothing read from the shared directory;
 #   2. the dead node comes back with an empty /dev/shm (a fresh node), and
 #      on the node of rank 0 the copy of rank 0 in the newest local steps is
 #      truncated to half its size. Job C, 3 nodes x 1 rank (3 ranks) with
@@ -176,6 +180,26 @@ start_lines "$outA" 1 | grep -q '^h5dcp-train: --crash-after-step 10:' || fail "
 [ "$(published)" = "4 8 " ] || fail "shared checkpoints after job A: steps '$(published)', not 4 8"
 host_local_empty "job A's second start"
 echo "ok: job A requeued on $second: resumed from local step $s1 on 4 ranks (newer than the shared step 4; $victim's ranks from their replicas, nothing from $ckpt), crashed after step 10"
+
+# --- 1b. the same local step onto 3 ranks of the 2 nodes left --------------------------------
+outB=$tmp/jobB.out
+saved_env=$local_env
+local_env="$local_env,H5DCP_LOCAL_KEEP=1"
+jobB=$(submit "$outB" --nodes=2 --ntasks=3 -- --steps 1)
+local_env=$saved_env
+echo "sbatch: job B $jobB (2 nodes, 3 ranks) at $(elapsed)"
+ended "$jobB" "$outB" "job B" COMPLETED
+three_on_two=$(nodes_of "$outB" 0)
+[ "$(wc -w <<<"$three_on_two")" -eq 3 ] && [[ $three_on_two != *":$victim "* ]] &&
+  [ "$(tr ' ' '\n' <<<"$three_on_two" | cut -s -d: -f2 | sort -u | grep -c .)" -eq 2 ] ||
+  { cat "$outB"; fail "job B ran its ranks on '$three_on_two' (3 ranks on the 2 nodes left, not on $victim)"; }
+sB=$(resumed_local "$outB" 0 3)
+[ -n "$sB" ] || { cat "$outB"; fail "job B did not resume from the local tier on 3 ranks with nothing read from $ckpt"; }
+[ "$sB" -eq 9 ] || [ "$sB" -eq 10 ] || fail "job B resumed from local step $sB, not the newest job A left (9, or 10)"
+grep -q "already reached (--steps 1): nothing to do" "$outB" || { cat "$outB"; fail "job B did not stop after loading"; }
+[ "$(published)" = "4 8 " ] || fail "shared checkpoints after job B: steps '$(published)', not 4 8"
+host_local_empty "job B"
+echo "ok: job B on $three_on_two: resumed from local step $sB on 3 ranks of the 2 nodes left, nothing from $ckpt"
 
 # --- 2. a fresh node, a corrupted copy, 3 ranks ------------------------------------------
 "$cluster" revive-node "$tmp/c" "$victim" || fail "cluster.sh revive-node $victim failed"
