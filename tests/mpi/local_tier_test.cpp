@@ -237,6 +237,36 @@ TEST(LocalTierOptions, TheManagerChecksAndKeepsThem) {
   }
 }
 
+TEST(LocalTierOptions, ADirectorySharedByTwoNodesIsRefused) {
+  if (fake_node_count() < 2) GTEST_SKIP() << "needs two ranks (two faked nodes)";
+  ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
+  test::TempDir dir;
+  const auto root = rank0_text(dir.path());
+  LocalTierOptions options;
+  options.directory = root + "/local";  // no '{node}', and every faked node sees it
+  options.run_id = "run-S";
+  const auto error = test::expect_checkpoint_error([&] {
+    CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
+  });
+  EXPECT_EQ(error.step(), "checkpoint-manager:local-check");
+  EXPECT_NE(std::string(error.what()).find("each node needs a directory of its own"), std::string::npos)
+      << error.what();
+  MPI_Barrier(MPI_COMM_WORLD);
+  // A directory per node: accepted, each with its own node's mark.
+  options.directory = root + "/local-{node}";
+  {
+    CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto node_dir = detail::local_directory_for(options.directory, fake_node_of(test::world_rank()));
+    EXPECT_EQ(detail::read_pointer(node_dir, ".h5dcp-node-" + fake_node_of(test::world_rank())),
+              std::optional<std::string>(fake_node_of(test::world_rank())));
+    EXPECT_TRUE(
+        detail::nodes_sharing_directory(node_dir, fake_node_of(test::world_rank()), {"node-a", "node-b", "node-c"})
+            .empty());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // The state every test of saving uses at `step`: a tensor in row blocks
 // (one per rank), a replicated one and a counter.
 at::Tensor full_weights() { return test::reference_tensor({8, 6}, at::kFloat, 7); }

@@ -219,9 +219,26 @@ void CheckpointManager::start_local_tier() {
   local.run_id = tier.run_id.empty()
                      ? c.broadcast("checkpoint-manager:run-id", [&] { return detail::adopt_run_id(directory_); })
                      : tier.run_id;
-  const auto removed = c.all_gather("checkpoint-manager:local-start", [&] {
+  c.all_gather("checkpoint-manager:local-start", [&] {
+    if (local.node_leader) {
+      detail::create_directories_durably(local.directory);
+      detail::mark_node_directory(local.directory, p.nodes[node]);
+    }
+    return detail::Bytes();
+  });
+  // Every node marked its directory: one that holds another node's mark is
+  // not node-local, and two nodes' steps (of the same names) would collide.
+  const auto removed = c.all_gather("checkpoint-manager:local-check", [&] {
     if (!local.node_leader) return detail::Bytes();
-    detail::create_directories_durably(local.directory);
+    const auto sharing = detail::nodes_sharing_directory(local.directory, p.nodes[node], p.nodes);
+    if (!sharing.empty()) {
+      std::string names;
+      for (const auto& other : sharing) names += (names.empty() ? "" : ", ") + other;
+      throw UsageError("h5dcp: checkpoint manager: the local tier's directory '" + local.directory + "' of node " +
+                       p.nodes[node] + " is also that of node " + names +
+                       " (a shared file system?): each node needs a directory of its own, on node-local storage "
+                       "or with '{node}' in LocalTierOptions::directory");
+    }
     local.node_lock = std::make_unique<detail::DirectoryLock>(local.directory);
     return detail::encode_message(detail::remove_local_orphans(local.directory));
   });

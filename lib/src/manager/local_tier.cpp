@@ -129,6 +129,36 @@ std::map<std::string, std::string> local_tier_groups(const LocalTierOptions& opt
   return parse_node_groups(*variable_value, "the environment variable " + options.groups_variable);
 }
 
+namespace {
+
+// A node's mark: its name, every byte outside [A-Za-z0-9._-] as '_'.
+std::string node_mark_name(std::string_view node) {
+  std::string name = ".h5dcp-node-";
+  for (const char ch : node) {
+    const bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+                       ch == '-' || ch == '_';
+    name += plain ? ch : '_';
+  }
+  return name;
+}
+
+}  // namespace
+
+void mark_node_directory(const std::string& node_directory, const std::string& node) {
+  write_pointer(node_directory, node_mark_name(node), node);
+}
+
+std::vector<std::string> nodes_sharing_directory(const std::string& node_directory, const std::string& node,
+                                                 const std::vector<std::string>& job_nodes) {
+  const auto names = list_names(node_directory);
+  const std::set<std::string> present(names.begin(), names.end());
+  std::vector<std::string> others;
+  for (const auto& other : job_nodes)
+    if (node_mark_name(other) != node_mark_name(node) && present.count(node_mark_name(other)) > 0)
+      others.push_back(other);
+  return others;
+}
+
 std::string local_directory_for(std::string_view pattern, std::string_view node) {
   std::string out;
   for (auto at = pattern.find(kPlaceholder); at != std::string_view::npos; at = pattern.find(kPlaceholder)) {

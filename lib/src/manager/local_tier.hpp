@@ -70,6 +70,17 @@ std::vector<std::int64_t> list_local_steps(const std::string& node_directory);
 /// IoError, or FormatError when the recorded identity is not a valid one.
 std::string adopt_run_id(const std::string& shared_directory);
 
+/// Marks `node_directory` as node `node`'s: a small file named after the
+/// node (".h5dcp-node-<node>"), written durably. Throws IoError.
+void mark_node_directory(const std::string& node_directory, const std::string& node);
+
+/// The nodes of `job_nodes` other than `node` whose mark is in
+/// `node_directory`, i.e. that use the same directory: a directory that is
+/// not node-local (a shared file system, and no "{node}" in the path).
+/// Throws IoError when the directory cannot be listed.
+std::vector<std::string> nodes_sharing_directory(const std::string& node_directory, const std::string& node,
+                                                 const std::vector<std::string>& job_nodes);
+
 /// Publishes the complete step directory `partial` (its files fsynced) as
 /// step `step` of `node_directory`: fsyncs it, puts it in place
 /// (publish_directory), points latest-local at it and removes the oldest
