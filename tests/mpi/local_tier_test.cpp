@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -277,6 +278,21 @@ StateDict tier_state(std::int64_t step) {
       {"step", step}};
 }
 
+// The blocks of `owner` in the copy at `path` read back as tier_state's,
+// bit for bit. (h5dcp::load refuses a copy as a whole: the other owners'
+// blocks are holes in it.)
+void expect_owners_blocks(const std::string& path, int owner) {
+  const auto shards = test::grid_shards(full_weights(), test::world_size(), 1, owner, test::world_size());
+  detail::ContainerReader reader(path, MPI_COMM_NULL);
+  for (const auto& shard : shards.local_shards()) {
+    auto got = at::empty_like(shard.tensor);
+    const std::vector<std::int64_t> sizes(shard.tensor.sizes().begin(), shard.tensor.sizes().end());
+    reader.read("w", DType::Float32, ChunkStorageMetadata{shard.offsets, sizes}, got.data_ptr());
+    EXPECT_TRUE(test::bitwise_equal(got, shard.tensor)) << path;
+  }
+  reader.close();
+}
+
 // A broadcast of rank 0's directory, so every rank checks the same one.
 std::string shared_temp_path(const test::TempDir& dir) { return rank0_text(dir.path()); }
 
@@ -332,17 +348,7 @@ TEST(LocalTierSave, EveryNodeHoldsItsOwnAndItsPartnersCopiesBitForBit) {
     EXPECT_EQ(id.replica, fake_node_of(id.owner_rank) == my_node ? 0 : 1) << path;
     EXPECT_EQ(static_cast<int>(id.rank_node.size()), test::world_size());
     EXPECT_EQ(id.nodes, names);
-    // The owner's blocks read back bit for bit. (h5dcp::load refuses the
-    // file as a whole: the other owners' blocks are holes in it.)
-    const auto owner = test::grid_shards(full_weights(), test::world_size(), 1, id.owner_rank, test::world_size());
-    detail::ContainerReader reader(path, MPI_COMM_NULL);
-    for (const auto& shard : owner.local_shards()) {
-      auto got = at::empty_like(shard.tensor);
-      const std::vector<std::int64_t> sizes(shard.tensor.sizes().begin(), shard.tensor.sizes().end());
-      reader.read("w", DType::Float32, ChunkStorageMetadata{shard.offsets, sizes}, got.data_ptr());
-      EXPECT_TRUE(test::bitwise_equal(got, shard.tensor)) << path;
-    }
-    reader.close();
+    expect_owners_blocks(path, id.owner_rank);
   }
   MPI_Barrier(MPI_COMM_WORLD);  // rank 0's directory outlives every rank's reads
 }
@@ -429,19 +435,8 @@ TEST(LocalTierSave, AnAsyncSaveReturnsOnceStagedAndPublishesInTheBackground) {
   MPI_Barrier(MPI_COMM_WORLD);
   const auto node_dir = detail::local_directory_for(options.directory, fake_node_of(test::world_rank()));
   EXPECT_EQ(detail::read_pointer(node_dir, "latest-local"), std::optional<std::string>("local-step-00000001"));
-  {
-    const auto path = node_dir + "/local-step-00000001/" + detail::local_copy_name(test::world_rank());
-    const auto original =
-        test::grid_shards(full_weights(), test::world_size(), 1, test::world_rank(), test::world_size());
-    detail::ContainerReader reader(path, MPI_COMM_NULL);
-    for (const auto& shard : original.local_shards()) {
-      auto got = at::empty_like(shard.tensor);
-      const std::vector<std::int64_t> sizes(shard.tensor.sizes().begin(), shard.tensor.sizes().end());
-      reader.read("w", DType::Float32, ChunkStorageMetadata{shard.offsets, sizes}, got.data_ptr());
-      EXPECT_TRUE(test::bitwise_equal(got, shard.tensor)) << path;
-    }
-    reader.close();
-  }
+  expect_owners_blocks(node_dir + "/local-step-00000001/" + detail::local_copy_name(test::world_rank()),
+                       test::world_rank());
   MPI_Barrier(MPI_COMM_WORLD);
   // A failure in the background is thrown by the next wait(), on every
   // rank, and leaves the last step.
@@ -465,6 +460,16 @@ TEST(LocalTierSave, AnAsyncSaveReturnsOnceStagedAndPublishesInTheBackground) {
   EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(4));
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_EQ(step_entries(node_dir), (std::vector<std::string>{"local-step-00000003", "local-step-00000004"}));
+  MPI_Barrier(MPI_COMM_WORLD);
+  // The step the tier holds, saved again for the shared directory (as after
+  // a preemption): the shared file is written, the local step is not.
+  struct stat before {};
+  ASSERT_EQ(::stat((node_dir + "/local-step-00000004").c_str(), &before), 0);
+  manager.save(4, tier_state(4), {}, SaveTarget::Shared);
+  EXPECT_EQ(manager.steps(), std::vector<std::int64_t>{4});
+  struct stat after {};
+  ASSERT_EQ(::stat((node_dir + "/local-step-00000004").c_str(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino) << "local step 4 was written again";
   MPI_Barrier(MPI_COMM_WORLD);
 }
 

@@ -386,12 +386,14 @@ SaveResult CheckpointManager::save(std::int64_t step, const StateDict& state, co
   auto o = options;
   o.coordinator = impl.options.coordinator;
   if (o.planner == nullptr && o.plan_cache == nullptr) o.plan_cache = &impl.plan_cache;
-  std::optional<SaveResult> local;
-  // (A step the tier already holds, saved again for the shared directory
-  // after a preemption, is not written to the tier twice.)
-  if (local_step(step) && impl.local->latest != step) {
-    local = save_local(step, state, o);
-    if (!shared_step(step, target)) return *local;
+  if (local_step(step)) {
+    // A step the tier already holds, saved again for the shared directory
+    // (after a preemption), is not written to the tier twice.
+    const bool held = target == SaveTarget::Shared && impl.local->latest == step;
+    if (!held) {
+      auto local = save_local(step, state, o);
+      if (!shared_step(step, target)) return local;
+    }
   }
   auto result = h5dcp::save(state, path_for(step), o, impl.user_comm);
   impl.comm.broadcast("checkpoint-manager:publish", [&] {
