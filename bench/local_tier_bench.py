@@ -13,10 +13,11 @@ step_cost  Per-step cost of a local checkpoint at every step. Three kinds of run
            the mean of the other steps (h5dcp-train's "otherwise" average), steps without any
            checkpoint. "tier": --local-dir, --local-every 1, --checkpoint-every twice --steps (no
            drain at all: the shared directory gets nothing); every step saves to the tier, the last
-           included, and its figure is the mean of all steps; each local step written in the background
-           (async_save). "sync": the same with --local-sync, each local step written in the save call. The driver also times each step as
-           it sees it, from one "step N loss" line to the next (steps 2..N: in "tier" each interval
-           holds one local checkpoint, in "none" none), and takes their median, which a burst of
+           included, and its figure is the mean of all steps; each local step written in the
+           background (async_save). "sync": the same with --local-sync, each local step written in
+           the save call. The driver also times each step as it sees it, from one "step N loss" line
+           to the next (steps 2..N: in "tier" and "sync" each interval holds one local checkpoint, in
+           "none" none), and takes their median, which a burst of
            other work on the machine moves less than the mean. After each run its newest checkpoint
            is read back: h5dcp-train --resume one step further, whose loss must equal a reference
            run's (trained straight through, no checkpoint read) bit for bit.

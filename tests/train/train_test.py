@@ -215,14 +215,14 @@ def case_local_tier(r, args):
     check_against(reference, step_lines(text), f"{args.from_ranks} ranks before the crash")
     _, text = r.run(args.to_ranks, ckpt, [*tier, "--resume"], os.path.join(case, "resumed.log"))
     m = re.search(r"resumed from local step (\d+)", text)
+    resumed = int(m.group(1)) if m else None
     # --crash-after-step waits for the saves of earlier steps; a save in the
     # call (sync) is complete before the crash, one in the background may not be.
     least = args.crash if args.mode == "sync" else args.crash - 1
-    if not m or not least <= int(m.group(1)) <= args.crash:
+    if resumed is None or not least <= resumed <= args.crash:
         fail(f"the resumed run did not start from local step {least}..{args.crash}")
     if f"none from {ckpt}" not in text:
         fail("the resumed run does not say that it read nothing from the shared directory")
-    resumed = int(m.group(1))
     lines = step_lines(text)
     if sorted(lines) != list(range(resumed + 1, STEPS + 1)):
         fail(f"the resumed run printed steps {sorted(lines)}, expected {resumed + 1}..{STEPS}")
