@@ -16,6 +16,7 @@
 #include <functional>
 #include <future>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,6 +28,7 @@
 #include "h5dcp/checkpoint.hpp"
 #include "h5dcp/checkpoint_manager.hpp"
 #include "h5dcp/error.hpp"
+#include "h5dcp/verify.hpp"
 #include "hdf5/container_reader.hpp"
 #include "hdf5/local_file.hpp"
 #include "manager/local_tier.hpp"
@@ -459,7 +461,9 @@ TEST(LocalTierSave, AnAsyncSaveReturnsOnceStagedAndPublishesInTheBackground) {
   EXPECT_EQ(handles.saved.wait_for(std::chrono::seconds(0)), std::future_status::ready);
   EXPECT_EQ(manager.latest_local(), std::optional<std::int64_t>(4));
   MPI_Barrier(MPI_COMM_WORLD);
-  EXPECT_EQ(step_entries(node_dir), (std::vector<std::string>{"local-step-00000003", "local-step-00000004"}));
+  // Step 1, beyond the two kept, is the next step's spare (hidden).
+  EXPECT_EQ(step_entries(node_dir),
+            (std::vector<std::string>{".local-step-00000001.partial", "local-step-00000003", "local-step-00000004"}));
   MPI_Barrier(MPI_COMM_WORLD);
   // The step the tier holds, saved again for the shared directory (as after
   // a preemption): the shared file is written, the local step is not.
@@ -470,6 +474,104 @@ TEST(LocalTierSave, AnAsyncSaveReturnsOnceStagedAndPublishesInTheBackground) {
   struct stat after {};
   ASSERT_EQ(::stat((node_dir + "/local-step-00000004").c_str(), &after), 0);
   EXPECT_EQ(before.st_ino, after.st_ino) << "local step 4 was written again";
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A state every byte of which depends on the step (a stale block would
+// show), with one more tensor from step `wider_from` on (another layout).
+StateDict changing_state(std::int64_t step, std::int64_t wider_from) {
+  StateDict state{{"w", test::grid_shards(full_weights() + static_cast<float>(step), test::world_size(), 1,
+                                          test::world_rank(), test::world_size())},
+                  {"b", test::reference_tensor({5}, at::kDouble, 3) * static_cast<double>(step)},
+                  {"step", step}};
+  if (step >= wider_from) state.emplace("extra", test::reference_tensor({3, 2}, at::kInt, step));
+  return state;
+}
+
+// The size and inode of the file at `path`.
+std::pair<std::int64_t, std::uint64_t> size_and_inode(const std::string& path) {
+  struct stat info {};
+  EXPECT_EQ(::stat(path.c_str(), &info), 0) << path;
+  return {info.st_size, info.st_ino};
+}
+
+TEST(LocalTierSave, EachStepWritesOverTheCopiesOfTheStepBeyondTheKeptOnes) {
+  ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  auto options = tier_options(root);
+  options.replicas = fake_node_count() >= 2 ? 1 : 0;
+  options.keep = 2;
+  options.run_id = "run-R";
+  const std::int64_t wider_from = 7;  // steps 7 on: another layout, whose first copies are made anew
+  const auto node_dir = detail::local_directory_for(options.directory, fake_node_of(test::world_rank()));
+  const auto copy_of = [&](std::int64_t step, const std::string& prefix = "") {
+    return node_dir + "/" + prefix + detail::local_step_name(step) + "/" + detail::local_copy_name(test::world_rank());
+  };
+  std::map<std::int64_t, std::pair<std::int64_t, std::uint64_t>> seen;  // step -> its own copy's size and inode
+  {
+    CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
+    for (std::int64_t step = 1; step <= 12; ++step) {
+      if (step % 2 == 0) {
+        manager.async_save(step, changing_state(step, wider_from));
+        manager.wait();
+      } else {
+        manager.save(step, changing_state(step, wider_from));
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      seen[step] = size_and_inode(copy_of(step));
+      // Each copy holds its step, verifies, and its owner's blocks are the step's.
+      const auto report = verify_checkpoint(copy_of(step));
+      EXPECT_TRUE(report.ok()) << copy_of(step) << ": " << (report.ok() ? "" : report.problems[0].message);
+      ASSERT_TRUE(report.local_copy.has_value());
+      EXPECT_EQ(report.local_copy->step, step);
+      detail::ContainerReader reader(copy_of(step), MPI_COMM_NULL);
+      const auto state = changing_state(step, wider_from);
+      for (const auto& shard : std::get<ShardedTensor>(state.at("w")).local_shards()) {
+        auto got = at::empty_like(shard.tensor);
+        const std::vector<std::int64_t> sizes(shard.tensor.sizes().begin(), shard.tensor.sizes().end());
+        reader.read("w", DType::Float32, ChunkStorageMetadata{shard.offsets, sizes}, got.data_ptr());
+        EXPECT_TRUE(test::bitwise_equal(got, shard.tensor)) << "step " << step;
+      }
+      reader.close();
+      if (step >= 3) {  // the step beyond the two kept is the next one's spare, hidden
+        EXPECT_EQ(step_entries(node_dir),
+                  (std::vector<std::string>{"." + detail::local_step_name(step - 2) + ".partial",
+                                            detail::local_step_name(step - 1), detail::local_step_name(step)}));
+      }
+      if (step >= 4) {
+        // The spare's directory, renamed: its files are this step's (written
+        // over in place, or made anew after the layout changed).
+        EXPECT_EQ(seen[step].second, seen[step - 3].second)
+            << "step " << step << " is not step " << step - 3 << "'s file";
+        // Written over again and again, a copy does not grow.
+        if (step - 3 >= wider_from || step < wider_from) EXPECT_EQ(seen[step].first, seen[step - 3].first);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(step_entries(node_dir), (std::vector<std::string>{"local-step-00000011", "local-step-00000012"}))
+      << "the manager's end removes its spare";
+  MPI_Barrier(MPI_COMM_WORLD);
+  // A new job recovers step 12 from the tier, bit for bit.
+  CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
+  const auto expected = changing_state(12, wider_from);
+  StateDict state{{"w", test::zeros_like(std::get<ShardedTensor>(expected.at("w")))},
+                  {"b", at::zeros({5}, at::kDouble)},
+                  {"extra", at::zeros({3, 2}, at::kInt)},
+                  {"step", std::int64_t{-1}}};
+  const auto info = manager.load(state);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->step, 12);
+  EXPECT_EQ(manager.last_scan().local.step, std::optional<std::int64_t>(12));
+  EXPECT_TRUE(manager.last_scan().local.skipped.empty());
+  for (std::size_t i = 0; i < std::get<ShardedTensor>(state.at("w")).local_shards().size(); ++i)
+    EXPECT_TRUE(test::bitwise_equal(std::get<ShardedTensor>(state.at("w")).local_shards()[i].tensor,
+                                    std::get<ShardedTensor>(expected.at("w")).local_shards()[i].tensor));
+  EXPECT_TRUE(test::bitwise_equal(std::get<at::Tensor>(state.at("b")), std::get<at::Tensor>(expected.at("b"))));
+  EXPECT_TRUE(test::bitwise_equal(std::get<at::Tensor>(state.at("extra")), std::get<at::Tensor>(expected.at("extra"))));
+  EXPECT_EQ(std::get<std::int64_t>(state.at("step")), 12);
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -490,6 +592,7 @@ LocalTierOptions save_three_steps(const std::string& root, const std::string& ru
 
 // A node's death: its local directory goes with it (rank 0 removes it).
 void lose_node(const LocalTierOptions& options, const std::string& node) {
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank's manager is gone (the node's first rank removes its spare)
   if (test::world_rank() == 0) std::filesystem::remove_all(detail::local_directory_for(options.directory, node));
   MPI_Barrier(MPI_COMM_WORLD);
 }

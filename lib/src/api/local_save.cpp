@@ -2,6 +2,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -23,29 +25,57 @@
 namespace h5dcp::detail {
 namespace {
 
+// How many steps' layouts a rank remembers: a spare is the step just beyond
+// the tier's `keep`, so a tier keeping more steps than this makes its copies
+// anew.
+constexpr std::size_t kLayoutsKept = 1024;
+
+// Whether the file at `path` is a copy this rank wrote that it can write
+// `identity`'s step over in place: a copy of the same run, owner and
+// replica, of a step written with the layout staged now.
+bool rewritable(const std::string& path, const LocalFileIdentity& identity, const StagedLocalStep& staged) {
+  if (::access(path.c_str(), F_OK) != 0) return false;
+  try {
+    const auto found = read_local_identity(path);
+    const auto layout = staged.layout_of_step.find(found.step);
+    return found.run_id == identity.run_id && found.owner_rank == identity.owner_rank &&
+           found.replica == identity.replica && layout != staged.layout_of_step.end() &&
+           layout->second == staged.layout;
+  } catch (const Error&) {
+    return false;  // made anew
+  }
+}
+
 // Writes one owner's copy: a checkpoint file of the whole plan in which only
 // `blocks` (the owner's, their bytes from `data`) and every value are
 // written, with every chunk's checksums and the copy's identity; fsynced.
+// In place (`rewrite`: a copy of the same layout is at `path`), only the
+// data, the checksums, the values and the step change.
 void write_copy(const std::string& path, const GlobalSavePlan& plan, const std::vector<TensorChecksums>& checksums,
                 const LocalFileIdentity& identity, const std::vector<BlockWrite>& blocks,
-                const std::function<const void*(std::size_t)>& data) {
-  ContainerWriter writer(path, MPI_COMM_NULL, plan);
+                const std::function<const void*(std::size_t)>& data, bool rewrite) {
+  auto writer = rewrite ? std::make_unique<ContainerWriter>(path, plan, ContainerWriter::Rewrite{})
+                        : std::make_unique<ContainerWriter>(path, MPI_COMM_NULL, plan);
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const auto& b = blocks[i];
-    if (b.bytes > 0) writer.write_block(b.tensor, plan.tensors[b.tensor].chunks[b.chunk].chunk, data(i));
+    if (b.bytes > 0) writer->write_block(b.tensor, plan.tensors[b.tensor].chunks[b.chunk].chunk, data(i));
   }
   std::set<int> value_writers;
   for (const auto& v : plan.values) value_writers.insert(v.writer);
-  for (const int w : value_writers) writer.write_values(w);
-  writer.write_checksums(checksums);
-  write_local_identity(writer.root(), identity);
-  for (std::size_t t = 0; t < plan.tensors.size(); ++t) {
-    std::vector<std::int64_t> owners;
-    for (const auto& c : plan.tensors[t].chunks) owners.push_back(c.writer);
-    if (owners.empty()) owners.push_back(0);  // a 0-d tensor's one chunk
-    write_chunk_owners(writer.tensor_dataset(t), owners);
+  for (const int w : value_writers) writer->write_values(w);
+  writer->write_checksums(checksums);
+  if (rewrite) {
+    rewrite_local_step(writer->root(), identity.step);
+  } else {
+    write_local_identity(writer->root(), identity);
+    for (std::size_t t = 0; t < plan.tensors.size(); ++t) {
+      std::vector<std::int64_t> owners;
+      for (const auto& c : plan.tensors[t].chunks) owners.push_back(c.writer);
+      if (owners.empty()) owners.push_back(0);  // a 0-d tensor's one chunk
+      write_chunk_owners(writer->tensor_dataset(t), owners);
+    }
   }
-  writer.close();
+  writer->close();
   fsync_file(path);
 }
 
@@ -98,6 +128,7 @@ void stage_local_step(const Comm& c, const StateDict& state_dict, const SaveOpti
       options.plan_cache);
   staged.plan = std::move(planned.plan);
   staged.plan_reused = planned.reused;
+  if (!planned.reused) ++staged.layout;
   staged.mine = blocks_written_by(staged.plan, c.rank());
   staged.at = packed_offsets(staged.mine);
   // Copied (not aliased) even from host tensors: the caller may change them
@@ -139,8 +170,13 @@ SaveResult write_local_step(const Comm& c, StagedLocalStep& staged, const LocalS
   c.all_gather("local:write", [&] {
     LocalFileIdentity identity{target.run_id, target.step, c.rank(), 0, placement.nodes, {}};
     for (const int n : placement.node_of_rank) identity.rank_node.push_back(n);
-    write_copy(target.directory + "/" + local_copy_name(c.rank()), plan, all_checksums, identity, mine,
-               [&](std::size_t i) { return static_cast<const void*>(staged.packed.data() + staged.at[i]); });
+    auto write = [&](const std::vector<BlockWrite>& blocks, const std::vector<std::size_t>& at, const char* bytes) {
+      const auto path = target.directory + "/" + local_copy_name(identity.owner_rank);
+      write_copy(
+          path, plan, all_checksums, identity, blocks,
+          [&](std::size_t i) { return static_cast<const void*>(bytes + at[i]); }, rewritable(path, identity, staged));
+    };
+    write(mine, staged.at, staged.packed.data());
     for (const auto& source : placement.sources.at(static_cast<std::size_t>(c.rank()))) {
       const auto theirs = blocks_written_by(plan, source.rank);
       const auto at = packed_offsets(theirs);
@@ -148,11 +184,12 @@ SaveResult write_local_step(const Comm& c, StagedLocalStep& staged, const LocalS
       check_received(plan, source.rank, theirs, at, payload, checksums.at(static_cast<std::size_t>(source.rank)));
       identity.owner_rank = source.rank;
       identity.replica = source.replica + 1;
-      write_copy(target.directory + "/" + local_copy_name(source.rank), plan, all_checksums, identity, theirs,
-                 [&](std::size_t i) { return static_cast<const void*>(payload.data() + at[i]); });
+      write(theirs, at, payload.data());
     }
     return Bytes();
   });
+  staged.layout_of_step[target.step] = staged.layout;
+  while (staged.layout_of_step.size() > kLayoutsKept) staged.layout_of_step.erase(staged.layout_of_step.begin());
   return save_result_of(plan, staged.plan_reused);
 }
 

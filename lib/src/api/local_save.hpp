@@ -12,11 +12,14 @@
 //                            received into its node's step directory, fsynced
 //
 // A copy is one file per owner rank: a checkpoint file (global plan, every
-// checksum) holding the owner's blocks and values only (hdf5/local_file.hpp).
+// checksum) holding the owner's blocks and values only (hdf5/local_file.hpp),
+// made anew, or written over in place when the directory holds this rank's
+// copy of an earlier step of the same layout (StagedLocalStep::layout).
 // A failure anywhere is a CheckpointError on every rank; what was written
 // stays in the (unpublished) step directory for the caller to remove.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,14 @@ struct StagedLocalStep {
   Bytes packed;
   std::vector<Bytes> checksums;  ///< every rank's blocks' checksums (encoded ChunkChecksums), by rank
   std::vector<Bytes> received;   ///< write_local_step's: the blocks of the ranks this one holds copies of
+  /// The layout's generation: one more each time the plan is not the last
+  /// save's (the plan cache's reuse); and the generation each step this
+  /// rank wrote had. A copy of such a step, found where this step's goes
+  /// (a spare step directory the manager renamed there), is written over in
+  /// place when its generation is this one: the same datasets at the same
+  /// places, so only the data and a few attributes change.
+  std::uint64_t layout = 0;
+  std::map<std::int64_t, std::uint64_t> layout_of_step;
 };
 
 /// Plans the step (the file name of this rank's copy in `directory` is the

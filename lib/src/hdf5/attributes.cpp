@@ -71,6 +71,33 @@ void check_attribute_size(hid_t object, const std::string& name, const std::stri
 
 }  // namespace
 
+namespace {
+
+// Opens the attribute to write over, checked to hold `count` elements.
+Handle open_to_overwrite(hid_t object, const std::string& name, hssize_t count) {
+  auto attr = open_attribute(object, name, "the copy rewritten");
+  Handle space(check_id(H5Aget_space(attr.get()), "H5Aget_space"), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space.get()) != count)
+    throw FormatError("h5dcp: attribute '" + name + "' holds " +
+                      std::to_string(H5Sget_simple_extent_npoints(space.get())) + " elements, not " +
+                      std::to_string(count) + ": it cannot be written over");
+  return attr;
+}
+
+}  // namespace
+
+void overwrite_int64_attribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values) {
+  auto attr = open_to_overwrite(object, name, static_cast<hssize_t>(values.size()));
+  check_status(H5Awrite(attr.get(), H5T_NATIVE_INT64, values.data()), "writing attribute " + name);
+  attr.close("attribute " + name);
+}
+
+void overwrite_uint64_attribute(hid_t object, const std::string& name, const std::vector<std::uint64_t>& values) {
+  auto attr = open_to_overwrite(object, name, static_cast<hssize_t>(values.size()));
+  check_status(H5Awrite(attr.get(), H5T_NATIVE_UINT64, values.data()), "writing attribute " + name);
+  attr.close("attribute " + name);
+}
+
 std::string read_string_attribute(hid_t object, const std::string& name, const std::string& where) {
   const auto attr = open_attribute(object, name, where);
   Handle type(check_id(H5Aget_type(attr.get()), "H5Aget_type"), H5Tclose);

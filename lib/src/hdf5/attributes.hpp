@@ -20,6 +20,12 @@ void write_int64_attribute(Hid object, const std::string& name, const std::vecto
 /// A 1-D unsigned 64-bit attribute (checksums).
 void write_uint64_attribute(Hid object, const std::string& name, const std::vector<std::uint64_t>& values);
 
+/// Write over the existing attribute `name` of `object` (a node-local copy
+/// rewritten in place, api/local_save.cpp): it keeps its type and shape, so
+/// it must hold as many elements; FormatError otherwise.
+void overwrite_int64_attribute(Hid object, const std::string& name, const std::vector<std::int64_t>& values);
+void overwrite_uint64_attribute(Hid object, const std::string& name, const std::vector<std::uint64_t>& values);
+
 bool has_attribute(Hid object, const std::string& name);
 /// Reads a string attribute (variable- or fixed-length); throws FormatError
 /// naming `where` when it is absent or not a string.

@@ -111,6 +111,46 @@ ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const G
 
 namespace {
 
+// The dataset `fqn` of the file being rewritten, checked to hold `elements`
+// elements of `element_size` bytes each.
+Handle open_dataset_to_rewrite(hid_t root, const std::string& fqn, std::int64_t elements, std::size_t element_size) {
+  Handle dataset(check_id(H5Dopen2(root, hdf5_path(fqn).c_str(), H5P_DEFAULT), "opening the dataset of '" + fqn + "'"),
+                 H5Dclose);
+  Handle space(check_id(H5Dget_space(dataset.get()), "H5Dget_space"), H5Sclose);
+  Handle type(check_id(H5Dget_type(dataset.get()), "H5Dget_type"), H5Tclose);
+  if (H5Sget_simple_extent_npoints(space.get()) != elements || H5Tget_size(type.get()) != element_size)
+    throw FormatError("h5dcp: the dataset of '" + fqn + "' is not of the plan's size: the file cannot be rewritten");
+  return dataset;
+}
+
+}  // namespace
+
+ContainerWriter::ContainerWriter(const std::string& path, const GlobalSavePlan& plan, Rewrite)
+    : path_(path),
+      comm_(MPI_COMM_NULL),
+      plan_(plan),
+      file_(open_file_read_write(path)),
+      rewrite_(true),
+      writeback_(path) {
+  // The file keeps its h5dcp.created: a variable-length string, written
+  // over, would take a new global heap collection (4 KiB) every time.
+  const hid_t root = file_.get();
+  for (const auto& t : plan.tensors) {
+    tensor_datasets_.push_back(
+        open_dataset_to_rewrite(root, t.fqn, volume(t.global_shape), static_cast<std::size_t>(dtype_size(t.dtype))));
+    tensor_types_.push_back(hdf5_type(t.dtype));
+  }
+  for (const auto& v : plan.values) {
+    value_datasets_.emplace_back(
+        check_id(H5Dopen2(root, hdf5_path(v.fqn).c_str(), H5P_DEFAULT), "opening the dataset of '" + v.fqn + "'"),
+        H5Dclose);
+    overwrite_uint64_attribute(value_datasets_.back().get(), layout::kChecksums,
+                               {checksum(v.payload.data(), v.payload.size())});
+  }
+}
+
+namespace {
+
 std::int64_t block_bytes(const PlannedTensor& t, const Shape& sizes) {
   return volume(sizes) * static_cast<std::int64_t>(dtype_size(t.dtype));
 }
@@ -228,6 +268,11 @@ void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource
 void ContainerWriter::write_checksums(const std::vector<TensorChecksums>& checksums) {
   for (std::size_t i = 0; i < plan_.tensors.size() && i < checksums.size(); ++i) {
     if (checksums[i].digests.empty()) continue;  // nothing stored (no elements)
+    if (rewrite_) {
+      overwrite_int64_attribute(tensor_datasets_[i].get(), layout::kChecksumRows, checksums[i].rows);
+      overwrite_uint64_attribute(tensor_datasets_[i].get(), layout::kChecksums, checksums[i].digests);
+      continue;
+    }
     write_int64_attribute(tensor_datasets_[i].get(), layout::kChecksumRows, checksums[i].rows);
     write_uint64_attribute(tensor_datasets_[i].get(), layout::kChecksums, checksums[i].digests);
   }

@@ -27,6 +27,16 @@ class ContainerWriter {
   /// Serial when `comm` is MPI_COMM_NULL.
   ContainerWriter(const std::string& path, MPI_Comm comm, const GlobalSavePlan& plan);
 
+  /// Opens `path`, a file written from a plan of the same layout as `plan`
+  /// (layout_digest: the same datasets, shapes and values' sizes), serially
+  /// to write `plan`'s data over what it holds: a node-local copy rewritten
+  /// in place (api/local_save.cpp), whose storage and metadata are there
+  /// already. Writes the plan's values' checksums over the file's (its
+  /// h5dcp.created stays); write_checksums then writes over the tensors'. Throws
+  /// FormatError when a dataset of `plan` is missing or of another size.
+  struct Rewrite {};
+  ContainerWriter(const std::string& path, const GlobalSavePlan& plan, Rewrite);
+
   /// Writes the tensor blocks and values `rank` is the writer of, taking
   /// tensor bytes from `source`. Collective in IoMode::Collective. A failure
   /// (in `source` or in HDF5) does not stop the rank from taking part in the
@@ -43,7 +53,8 @@ class ContainerWriter {
   void write_values(int rank);
 
   /// Stores every tensor's checksums (one entry per plan tensor) as
-  /// attributes. Collective: every rank passes the same checksums.
+  /// attributes (over the file's, rewritten). Collective: every rank passes
+  /// the same checksums.
   void write_checksums(const std::vector<TensorChecksums>& checksums);
 
   /// Closes every dataset and the file. Collective. Throws on failure.
@@ -71,6 +82,7 @@ class ContainerWriter {
   int rank_ = 0;  // in comm_ (0 without one)
   const GlobalSavePlan& plan_;
   Handle file_;
+  bool rewrite_ = false;                 // opened by the Rewrite constructor
   std::vector<Handle> tensor_datasets_;  // one per plan_.tensors entry
   std::vector<Handle> tensor_types_;     // file (= memory) type of each
   std::vector<Handle> value_datasets_;   // one per plan_.values entry

@@ -56,6 +56,12 @@ Handle open_file_read_only(const std::string& path, MPI_Comm comm) {
   return Handle(check_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), "opening '" + path + "'"), H5Fclose);
 }
 
+Handle open_file_read_write(const std::string& path) {
+  check_hdf5_file(path);
+  const auto fapl = file_access(MPI_COMM_NULL, true);
+  return Handle(check_id(H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.get()), "opening '" + path + "' to write"), H5Fclose);
+}
+
 Handle transfer_properties(MPI_Comm comm, bool collective) {
   Handle dxpl(check_id(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate"), H5Pclose);
   if (comm != MPI_COMM_NULL)

@@ -26,6 +26,10 @@ void check_directory_of(const std::string& path);
 /// Throws FormatError when `path` is missing or not an HDF5 file.
 Handle open_file_read_only(const std::string& path, MPI_Comm comm);
 
+/// Opens `path` for writing, serially (a node-local copy rewritten in place).
+/// Throws FormatError when `path` is missing or not an HDF5 file.
+Handle open_file_read_write(const std::string& path);
+
 /// A dataset-transfer property list: MPI-IO collective or independent for
 /// parallel files, the default for serial ones.
 Handle transfer_properties(MPI_Comm comm, bool collective);

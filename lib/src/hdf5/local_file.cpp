@@ -50,6 +50,8 @@ void write_local_identity(Hid root, const LocalFileIdentity& identity) {
   write_int64_attribute(root, layout::kLocalRankNode, identity.rank_node);
 }
 
+void rewrite_local_step(Hid root, std::int64_t step) { overwrite_int64_attribute(root, layout::kLocalStep, {step}); }
+
 void write_chunk_owners(Hid dataset, const std::vector<std::int64_t>& owners) {
   write_int64_attribute(dataset, layout::kLocalChunkOwners, owners);
 }

@@ -31,6 +31,10 @@ struct LocalFileIdentity {
 /// Writes `identity` as root attributes of the open file `root`.
 void write_local_identity(Hid root, const LocalFileIdentity& identity);
 
+/// Writes `step` over the step of the copy open at `root` (written by
+/// write_local_identity; the copy rewritten in place for a later step).
+void rewrite_local_step(Hid root, std::int64_t step);
+
 /// Records on the tensor dataset `dataset` the owner rank (the writer in the
 /// saving job) of each of its chunks, in h5dcp.chunk_offsets' order: the
 /// copy holds the chunks of its owner rank.

@@ -115,6 +115,8 @@ struct CheckpointManager::Impl {
     bool node_leader = false;                          // the first rank of its node: it owns the directory
     std::unique_ptr<detail::DirectoryLock> node_lock;  // the node leader's only
     std::optional<std::int64_t> latest;                // the last step published on every node
+    std::set<std::int64_t> published;                  // the node leader's: the steps this job published
+    std::optional<std::string> spare;                  // the node leader's: publish_local_step's
     // The step being written, whose buffers the next step reuses: one at a
     // time (every save first waits for the one in flight).
     std::shared_ptr<detail::StagedLocalStep> staged = std::make_shared<detail::StagedLocalStep>();
@@ -135,37 +137,39 @@ struct CheckpointManager::Impl {
 
   // The step's directory made (each node's first rank), the step planned
   // and staged; in the caller's thread, where the ranks arrive together.
-  void stage_local(const detail::Comm& c, std::int64_t step, const StateDict& state,
-                   const SaveOptions& save_options) const {
+  void stage_local(const detail::Comm& c, std::int64_t step, const StateDict& state, const SaveOptions& save_options) {
     const auto partial = local->directory + "/" + detail::partial_local_step_name(step);
     try {
       c.all_gather("local:prepare", [&] {
-        if (local->node_leader) {
-          detail::retire_directory(partial, [](const std::string&) { return true; });
-          detail::create_directories_durably(partial);
-        }
+        if (local->node_leader) detail::prepare_local_step(local->directory, step, std::exchange(local->spare, {}));
         return detail::Bytes();
       });
       detail::stage_local_step(c, state, save_options, partial, *local->staged);
     } catch (...) {
-      if (local->node_leader) detail::retire_directory(partial, [](const std::string&) { return true; });
+      if (local->node_leader) detail::remove_local_step_directory(partial);
       throw;
     }
   }
 
-  SaveResult write_local(const detail::Comm& c, std::int64_t step, detail::StagedLocalStep& staged) const {
-    const auto& local = *this->local;
+  SaveResult write_local(const detail::Comm& c, std::int64_t step, detail::StagedLocalStep& staged) {
+    auto& local = *this->local;
     const auto partial = local.directory + "/" + detail::partial_local_step_name(step);
     try {
       auto result = detail::write_local_step(c, staged, {step, local.run_id, &local.placement, partial});
       // Every copy of every rank is durable: each node puts its step in place.
       c.all_gather("local:publish", [&] {
-        if (local.node_leader) detail::publish_local_step(local.directory, partial, step, options.local->keep);
+        if (!local.node_leader) return detail::Bytes();
+        // A step this job wrote may be kept as the next step's spare: its
+        // copies' layout is known to the ranks that wrote them.
+        local.published.insert(step);
+        local.spare = detail::publish_local_step(local.directory, partial, step, options.local->keep,
+                                                 [&](std::int64_t old) { return local.published.count(old) > 0; });
+        local.published.erase(local.published.begin(), local.published.lower_bound(step - 1024));
         return detail::Bytes();
       });
       return result;
     } catch (...) {
-      if (local.node_leader) detail::retire_directory(partial, [](const std::string&) { return true; });
+      if (local.node_leader) detail::remove_local_step_directory(partial);
       throw;
     }
   }
@@ -321,6 +325,8 @@ CheckpointManager::~CheckpointManager() {
   }
   impl.saver.finish();  // waits for nothing: no save is in flight any more
   impl.lock.reset();    // the directory is free for the next manager
+  // A spare no later step will reuse: the tier keeps its `keep` steps only.
+  if (impl.local && impl.local->spare) detail::remove_local_step_directory(*impl.local->spare);
 }
 
 const ManagerOptions& CheckpointManager::options() const noexcept { return impl_->options; }

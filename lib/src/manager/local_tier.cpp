@@ -15,6 +15,7 @@
 #include "manager/step_names.hpp"
 #include "storage/checkpoint_directory.hpp"
 #include "storage/directory_publish.hpp"
+#include "storage/durable_file.hpp"
 
 namespace h5dcp::detail {
 namespace {
@@ -226,17 +227,41 @@ std::string adopt_run_id(const std::string& shared_directory) {
   return id;
 }
 
-void publish_local_step(const std::string& node_directory, const std::string& partial, std::int64_t step, int keep) {
+void prepare_local_step(const std::string& node_directory, std::int64_t step, const std::optional<std::string>& spare) {
+  const auto partial = node_directory + "/" + partial_local_step_name(step);
+  retire_directory(partial, is_copy_name);
+  if (spare && ::rename(spare->c_str(), partial.c_str()) == 0) return;
+  if (spare) retire_directory(*spare, is_copy_name);
+  create_directories_durably(partial);
+}
+
+void remove_local_step_directory(const std::string& path) noexcept { retire_directory(path, is_copy_name); }
+
+std::optional<std::string> publish_local_step(const std::string& node_directory, const std::string& partial,
+                                              std::int64_t step, int keep,
+                                              const std::function<bool(std::int64_t)>& recyclable) {
   fsync_file(partial);
   const auto name = local_step_name(step);
   publish_directory(partial, node_directory + "/" + name, is_copy_name);
   write_pointer(node_directory, kLocalPointer, name);
-  const auto steps = list_local_steps(node_directory);
-  const auto n = static_cast<std::int64_t>(steps.size());
-  for (std::int64_t i = 0; i < n - keep; ++i) {
+  auto steps = list_local_steps(node_directory);
+  steps.erase(std::remove(steps.begin(), steps.end(), step), steps.end());
+  const auto beyond = std::max<std::ptrdiff_t>(0, static_cast<std::ptrdiff_t>(steps.size()) - (keep - 1));
+  std::optional<std::string> spare;
+  for (auto i = beyond - 1; i >= 0; --i) {  // the newest first
     const auto old = steps[static_cast<std::size_t>(i)];
-    if (old != step) retire_directory(node_directory + "/" + local_step_name(old), is_copy_name);
+    const auto path = node_directory + "/" + local_step_name(old);
+    if (!spare && recyclable(old)) {
+      auto hidden = node_directory + "/" + partial_local_step_name(old);
+      retire_directory(hidden, is_copy_name);
+      if (::rename(path.c_str(), hidden.c_str()) == 0) {
+        spare = std::move(hidden);
+        continue;
+      }
+    }
+    retire_directory(path, is_copy_name);
   }
+  return spare;
 }
 
 std::vector<std::string> remove_local_orphans(const std::string& node_directory) noexcept {

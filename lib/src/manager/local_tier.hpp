@@ -5,6 +5,7 @@
 // survey (comm/node_survey.hpp) and plan/replica_placement.hpp.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -81,12 +82,30 @@ void mark_node_directory(const std::string& node_directory, const std::string& n
 std::vector<std::string> nodes_sharing_directory(const std::string& node_directory, const std::string& node,
                                                  const std::vector<std::string>& job_nodes);
 
+/// Makes the empty partial step directory for `step` in `node_directory`
+/// (what an earlier attempt left there removed first). Given `spare` (a
+/// step directory publish_local_step kept aside), renames it to the
+/// partial instead: its files, this job's copies of an earlier step, are
+/// then written over in place (api/local_save.cpp), which spares a tmpfs's
+/// page allocation and the creation of every file. Throws IoError.
+void prepare_local_step(const std::string& node_directory, std::int64_t step, const std::optional<std::string>& spare);
+
+/// Removes a partial or spare step directory of this tier's (its copies
+/// only). Never throws.
+void remove_local_step_directory(const std::string& path) noexcept;
+
 /// Publishes the complete step directory `partial` (its files fsynced) as
 /// step `step` of `node_directory`: fsyncs it, puts it in place
 /// (publish_directory), points latest-local at it and removes the oldest
-/// local steps beyond `keep`. Throws IoError when the publish fails (the
-/// removals never throw).
-void publish_local_step(const std::string& node_directory, const std::string& partial, std::int64_t step, int keep);
+/// local steps beyond `keep`, except the newest of them that `recyclable`
+/// accepts: that one is kept aside, hidden (named as a partial step, so a
+/// crash leaves it to remove_local_orphans), for prepare_local_step to
+/// reuse; its path is returned. The tier thus holds `keep` + 1 steps
+/// between saves, as many as it holds while a step is written. Throws
+/// IoError when the publish fails (the removals never throw).
+std::optional<std::string> publish_local_step(const std::string& node_directory, const std::string& partial,
+                                              std::int64_t step, int keep,
+                                              const std::function<bool(std::int64_t)>& recyclable);
 
 /// Removes what crashed local saves left in `node_directory` (hidden
 /// partial step directories). Never throws. Returns the paths removed.
