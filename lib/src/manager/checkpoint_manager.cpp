@@ -515,24 +515,21 @@ std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state,
   // The local steps newer than the shared one that any node holds (names
   // only), then their copies checked one step at a time, newest first: the
   // usual recovery checks one step, not every step kept.
-  const auto mine = [&] {
-    std::vector<std::int64_t> out;
+  std::vector<std::int64_t> mine;  // the node leader's: listed once
+  if (local.node_leader)
     for (const auto step : detail::list_local_steps(local.directory))
-      if (!shared || step > *shared) out.push_back(step);
-    return out;
-  };
+      if (!shared || step > *shared) mine.push_back(step);
   std::set<std::int64_t, std::greater<>> candidates;
   for (const auto& listed :
-       c.all_gather("local:list", [&] { return local.node_leader ? detail::encode_message(mine()) : detail::Bytes(); }))
+       c.all_gather("local:list", [&] { return local.node_leader ? detail::encode_message(mine) : detail::Bytes(); }))
     if (!listed.empty())
       for (const auto step : detail::ByteReader::decode<std::vector<std::int64_t>>(listed)) candidates.insert(step);
   detail::LocalStepChoice choice;
   for (const auto step : candidates) {
     const auto reports = detail::gather_node_reports(c, [&]() -> std::optional<detail::SurvivingNodeReport> {
       if (!local.node_leader) return std::nullopt;
-      const auto held = mine();
       std::vector<detail::LocalStepDirectory> dirs;
-      if (std::find(held.begin(), held.end(), step) != held.end())
+      if (std::find(mine.begin(), mine.end(), step) != mine.end())
         dirs.push_back({step, local.directory + "/" + detail::local_step_name(step)});
       return detail::survey_local_copies(node_of(c.rank()), dirs);
     });

@@ -153,10 +153,12 @@ std::vector<std::string> nodes_sharing_directory(const std::string& node_directo
                                                  const std::vector<std::string>& job_nodes) {
   const auto names = list_names(node_directory);
   const std::set<std::string> present(names.begin(), names.end());
+  const auto own = node_mark_name(node);
   std::vector<std::string> others;
-  for (const auto& other : job_nodes)
-    if (node_mark_name(other) != node_mark_name(node) && present.count(node_mark_name(other)) > 0)
-      others.push_back(other);
+  for (const auto& other : job_nodes) {
+    const auto mark = node_mark_name(other);
+    if (mark != own && present.count(mark) > 0) others.push_back(other);
+  }
   return others;
 }
 
