@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -97,6 +98,15 @@ std::string rank0_text(const std::string& text) {
 LocalTierOptions tier_options(const std::string& directory) {
   LocalTierOptions o;
   o.directory = directory + "/local-{node}";
+  return o;
+}
+
+// tier_options with a copy of each node's data on another node where the
+// ranks fake two or more, for run `run_id`.
+LocalTierOptions replicated_tier_options(const std::string& directory, std::string run_id) {
+  auto o = tier_options(directory);
+  o.replicas = fake_node_count() >= 2 ? 1 : 0;
+  o.run_id = std::move(run_id);
   return o;
 }
 
@@ -310,12 +320,9 @@ TEST(LocalTierSave, EveryNodeHoldsItsOwnAndItsPartnersCopiesBitForBit) {
   ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
   test::TempDir dir;
   const auto root = shared_temp_path(dir);
-  auto options = tier_options(root);
-  const int nodes = fake_node_count();
-  options.replicas = nodes >= 2 ? 1 : 0;
+  auto options = replicated_tier_options(root, "run-A");
   options.drain_every_steps = 2;
   options.keep = 2;
-  options.run_id = "run-A";
   {
     CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
     for (std::int64_t step = 1; step <= 3; ++step) manager.save(step, tier_state(step));
@@ -417,9 +424,7 @@ TEST(LocalTierSave, AnAsyncSaveReturnsOnceStagedAndPublishesInTheBackground) {
   ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
   test::TempDir dir;
   const auto root = shared_temp_path(dir);
-  auto options = tier_options(root);
-  options.replicas = fake_node_count() >= 2 ? 1 : 0;
-  options.run_id = "run-E";
+  const auto options = replicated_tier_options(root, "run-E");
   CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
   auto w = test::grid_shards(full_weights(), test::world_size(), 1, test::world_rank(), test::world_size());
   const StateDict state{{"w", w}, {"b", test::reference_tensor({5}, at::kDouble, 3)}, {"step", std::int64_t{1}}};
@@ -499,16 +504,15 @@ TEST(LocalTierSave, EachStepWritesOverTheCopiesOfTheStepBeyondTheKeptOnes) {
   ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
   test::TempDir dir;
   const auto root = shared_temp_path(dir);
-  auto options = tier_options(root);
-  options.replicas = fake_node_count() >= 2 ? 1 : 0;
+  auto options = replicated_tier_options(root, "run-R");
   options.keep = 2;
-  options.run_id = "run-R";
   const std::int64_t wider_from = 7;  // steps 7 on: another layout, whose first copies are made anew
   const auto node_dir = detail::local_directory_for(options.directory, fake_node_of(test::world_rank()));
-  const auto copy_of = [&](std::int64_t step, const std::string& prefix = "") {
-    return node_dir + "/" + prefix + detail::local_step_name(step) + "/" + detail::local_copy_name(test::world_rank());
+  const auto copy_of = [&](std::int64_t step) {
+    return node_dir + "/" + detail::local_step_name(step) + "/" + detail::local_copy_name(test::world_rank());
   };
   std::map<std::int64_t, std::pair<std::int64_t, std::uint64_t>> seen;  // step -> its own copy's size and inode
+  std::map<std::int64_t, std::string> created;  // step -> its own copy's h5dcp.created (to the second)
   {
     CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
     for (std::int64_t step = 1; step <= 12; ++step) {
@@ -520,6 +524,7 @@ TEST(LocalTierSave, EachStepWritesOverTheCopiesOfTheStepBeyondTheKeptOnes) {
       }
       MPI_Barrier(MPI_COMM_WORLD);
       seen[step] = size_and_inode(copy_of(step));
+      created[step] = detail::read_container_index(copy_of(step)).metadata.created;
       // Each copy holds its step, verifies, and its owner's blocks are the step's.
       const auto report = verify_checkpoint(copy_of(step));
       EXPECT_TRUE(report.ok()) << copy_of(step) << ": " << (report.ok() ? "" : report.problems[0].message);
@@ -540,13 +545,20 @@ TEST(LocalTierSave, EachStepWritesOverTheCopiesOfTheStepBeyondTheKeptOnes) {
                                             detail::local_step_name(step - 1), detail::local_step_name(step)}));
       }
       if (step >= 4) {
-        // The spare's directory, renamed: its files are this step's (written
-        // over in place, or made anew after the layout changed).
+        // The spare's directory, renamed: its files are this step's.
         EXPECT_EQ(seen[step].second, seen[step - 3].second)
             << "step " << step << " is not step " << step - 3 << "'s file";
+        const bool same_layout = step - 3 >= wider_from || step < wider_from;
+        // Written over in place, a copy keeps the time it was made (steps 4
+        // and 10 are saved a second after steps 1 and 7); made anew after
+        // the layout changed, it has its own.
+        if (step == 4 || step == 10) EXPECT_EQ(created[step], created[step - 3]) << "not written in place";
+        if (step == wider_from) EXPECT_NE(created[step], created[step - 3]) << "written in place across layouts";
         // Written over again and again, a copy does not grow.
-        if (step - 3 >= wider_from || step < wider_from) EXPECT_EQ(seen[step].first, seen[step - 3].first);
+        if (same_layout) EXPECT_EQ(seen[step].first, seen[step - 3].first);
       }
+      // The next step's save time differs from its spare's by a second.
+      if (step == 3 || step == wider_from + 2) std::this_thread::sleep_for(std::chrono::milliseconds(1100));
       MPI_Barrier(MPI_COMM_WORLD);
     }
   }
