@@ -4,8 +4,8 @@ here. scripts/bench.sh runs it beside bench/h5dcp-bench, on the same data and
 the same disk, and bench/performance_report.py compares the two.
 
     mpiexec -n RANKS python bench/dcp_peer_bench.py --dir DIR --gib GIB --reps REPS \
-        --json OUT.json [--threads auto|N] [--no-cold] [--small-count N --small-kib K] [--port P]
-        [--save-only | --transformer-only]
+        --json OUT.json [--threads auto|each|N] [--no-cold] [--small-count N --small-kib K] [--port P]
+        [--save-only | --transformer-only | --async-only]
 
 The data is h5dcp-bench's: 4 float32 tensors [rows, 4096] totalling GIB GiB,
 row-sharded over the ranks (here as DTensors, Shard(0)), value row + i * 1e6
@@ -54,6 +54,16 @@ the old output is removed and every rank calls os.sync() (a settled disk, as
 h5dcp-bench gives its own cases); before each cold load rank 0 also drops
 the page cache. With --threads auto the writer's thread_count
 is chosen by a short trial of 1, 2 and 4 threads first (recorded in the JSON).
+With --async-only only the async save staged in the call runs (async_blocking,
+async_total), each read back, without the wait for free page reporting that
+the main run makes before it: bench.sh's rounds of saves until durable time it
+in the position of h5dcp-bench --async-only and --save-only, right after a
+settled disk.
+With --save-only --threads each, every repetition saves once with each of
+1, 2 and 4 threads instead (cases save@1, save@2, save@4, in an order that
+turns from one repetition to the next, each save read back): bench.sh runs
+that in every round of its alternated saves, so that the peer is tuned on
+as many samples as it is timed on, and the report takes the best count.
 """
 import argparse
 import json
@@ -87,7 +97,9 @@ parser.add_argument("--dir", required=True, help="scratch directory for the chec
 parser.add_argument("--gib", type=float, default=1.0)
 parser.add_argument("--reps", type=int, default=5)
 parser.add_argument("--json", required=True)
-parser.add_argument("--threads", default="auto", help="FileSystemWriter thread_count, or 'auto' (trial of 1, 2, 4)")
+parser.add_argument("--threads", default="auto",
+                    help="FileSystemWriter thread_count, 'auto' (trial of 1, 2, 4) or, with --save-only, "
+                         "'each' (every count in every repetition)")
 parser.add_argument("--trial-reps", type=int, default=2, help="timed saves per thread_count in the auto trial")
 parser.add_argument("--no-cold", action="store_true", help="no cold loads (they drop the page cache: root)")
 parser.add_argument("--small-count", type=int, default=5000, help="tensors of the small-tensor case (0: none)")
@@ -100,11 +112,19 @@ parser.add_argument("--transformer-only", action="store_true",
 parser.add_argument("--save-only", action="store_true",
                     help="only the save, read back and checked after each repetition, untimed (bench.sh "
                          "alternates it with h5dcp-bench --save-only)")
+parser.add_argument("--async-only", action="store_true",
+                    help="only the async save, staged in the call (bench.sh times it against h5dcp's saves until "
+                         "durable)")
 parser.add_argument("--port", default=os.environ.get("MASTER_PORT", "29517"))
 parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the tensors live")
 args = parser.parse_args()
 if args.reps < 1:
     parser.error("--reps must be at least 1")
+each_count = args.threads == "each"
+if each_count and not args.save_only:
+    parser.error("--threads each goes with --save-only")
+if args.async_only and (args.save_only or args.transformer_only):
+    parser.error("--async-only goes without --save-only and --transformer-only")
 on_gpu = args.device == "cuda"
 if on_gpu and (args.small_count or args.transformer_layers):
     parser.error("--device cuda runs the large-tensor cases only: pass --small-count 0 --transformer-layers 0")
@@ -339,6 +359,8 @@ if args.threads == "auto":
         trial["seconds"][str(n)] = times
     threads = min(THREAD_CANDIDATES, key=lambda n: statistics.median(trial["seconds"][str(n)]))
     trial["chosen"] = threads
+elif each_count:
+    threads = None  # every candidate, in every repetition
 else:
     threads = int(args.threads)
 
@@ -359,7 +381,7 @@ async_stager = None if STAGER_PER_SAVE else DefaultStager(stager_options)
 # and caches it in the writer object, so ONE writer serves every save (a new
 # writer per save would allocate and pin the whole state again each time). It
 # makes its directory again on every save (prepare_local_plan).
-cached_writer = writer(async_path, threads, cache_staged_state_dict=True) \
+cached_writer = writer(async_path, threads or 1, cache_staged_state_dict=True) \
     if on_gpu else None
 
 small_elems = args.small_kib * 1024 // 4
@@ -466,15 +488,16 @@ def save_then_load(name, state_dict, path, make_target, check_target, keep):
             seconds[case].append(t)
 
 
-only = args.transformer_only or args.save_only
-cases = [] if args.transformer_only else ["save"] if args.save_only else \
+only = args.transformer_only or args.save_only or args.async_only
+cases = [] if args.transformer_only else [f"save@{n}" for n in THREAD_CANDIDATES] if each_count else \
+    ["save"] if args.save_only else ["async_blocking", "async_total"] if args.async_only else \
     ["save", "load", "reshard", "async_blocking", "async_total"] + \
     (["async_bg_blocking", "async_bg_staged", "async_bg_total"] if on_gpu else [])
 if cold and not only:
     cases += ["load_cold", "reshard_cold"]
 if args.small_count and not only:
     cases += ["small_save", "small_load"] + (["small_load_cold"] if cold else [])
-transformer = transformer_state(True) if args.transformer_layers and not args.save_only else None
+transformer = transformer_state(True) if args.transformer_layers and not (args.save_only or args.async_only) else None
 transformer_path = os.path.join(args.dir, "dcp-transformer")
 if transformer:
     cases += ["transformer_save", "transformer_load"] + (["transformer_load_cold"] if cold else [])
@@ -486,7 +509,51 @@ def event(case):
     where the async save's stager, or cached writer, puts it)."""
     return {"async_blocking": "the call, staging in it", "async_bg_blocking": "the call, staging in the background",
             "async_bg_staged": "until staged in the background"}.get(case) or \
-        ("until durable" if case.endswith(("save", "_total")) else "until loaded")
+        ("until durable" if case.split("@")[0].endswith(("save", "_total")) else "until loaded")
+
+
+def one_async(background, main_run=True):
+    """One async save from a settled disk, timed, then read back untimed: (the call, until
+    staged, until durable; slowest rank each), the wait for page reporting, whether it read
+    back equal. background: DCP's GPU staging in the background (a DefaultStager); else
+    staging in the call (on a GPU the one cached writer, on the CPU the stager). main_run
+    False (--async-only): right after the settled disk, as h5dcp-bench --async-only times
+    its own, without the wait for page reporting and the shards' writes in place."""
+    settle(async_path)
+    uses_stager = background or not on_gpu
+    # A fresh stager per save where a reused one fails (pytorch/pytorch#183413); made and
+    # closed outside the timing, as its constructor only starts a thread pool.
+    stager = (DefaultStager(stager_options) if STAGER_PER_SAVE else async_stager) if uses_stager else None
+    where = dict(storage_writer=writer(async_path, threads), async_stager=stager) if uses_stager \
+        else dict(storage_writer=cached_writer)
+    settled = settle_page_reporting() if main_run else 0.0
+    # The shards written in place, untimed, as a training step writes them right
+    # before a checkpoint (times 1: the same bits), as h5dcp-bench does before its call.
+    with torch.no_grad():
+        for value in saved.values() if main_run else ():
+            value.to_local().mul_(1)
+    times = [0.0, 0.0]  # the call, until staged
+
+    def run():
+        t0 = time.perf_counter()
+        # DCP's plan caching (cached across planners), as h5dcp-bench's async saves reuse their plan.
+        planner = DefaultSavePlanner(enable_plan_caching=True)
+        response = dcp.async_save(saved, planner=planner, process_group=async_group, **where)
+        times[0] = time.perf_counter() - t0
+        if hasattr(response, "staging_completion"):  # an AsyncSaveResponse: staging in the background
+            response.staging_completion.result()
+            times[1] = time.perf_counter() - t0
+            response = response.upload_completion
+        else:
+            times[1] = times[0]
+        response.result()
+
+    try:
+        total = timed(run)
+    finally:
+        if stager is not None and STAGER_PER_SAVE:
+            stager.close()
+    return slowest(times[0]), slowest(times[1]), total, settled, read_back(async_path)
 
 
 reporting_settled = []  # seconds waited for free page reporting to settle, before each timed async call
@@ -497,6 +564,28 @@ for rep in range(1 + args.reps):
     if args.transformer_only:
         save_then_load("transformer", transformer, transformer_path, transformer_state, transformer_check, keep)
         settle(transformer_path)
+        continue
+
+    if args.async_only:
+        call, _, total, _, good = one_async(background=False, main_run=False)
+        ok["async_blocking"] &= good
+        ok["async_total"] &= good
+        if keep:
+            seconds["async_blocking"].append(call)
+            seconds["async_total"].append(total)
+        settle(async_path)  # not left for the next process of the round
+        continue
+
+    if each_count:
+        # Every thread count once, the first one turning with the repetition.
+        turn = rep % len(THREAD_CANDIDATES)
+        for n in THREAD_CANDIDATES[turn:] + THREAD_CANDIDATES[:turn]:
+            settle(save_path)
+            t, c = watched(lambda: dcp.save(saved, storage_writer=writer(save_path, n)))
+            if keep:
+                seconds[f"save@{n}"].append(t)
+                conditions.setdefault(f"save@{n}", []).append(c)
+            ok[f"save@{n}"] &= read_back(save_path)
         continue
 
     settle(save_path)
@@ -524,47 +613,6 @@ for rep in range(1 + args.reps):
     if transformer:
         save_then_load("transformer", transformer, transformer_path, transformer_state, transformer_check, keep)
         settle(transformer_path)  # not left for the next case
-
-    def one_async(background):
-        """One async save from a settled disk, timed, then read back untimed: (the call, until
-        staged, until durable; slowest rank each), the wait for page reporting, whether it read
-        back equal. background: DCP's GPU staging in the background (a DefaultStager); else
-        staging in the call (on a GPU the one cached writer, on the CPU the stager)."""
-        settle(async_path)
-        uses_stager = background or not on_gpu
-        # A fresh stager per save where a reused one fails (pytorch/pytorch#183413); made and
-        # closed outside the timing, as its constructor only starts a thread pool.
-        stager = (DefaultStager(stager_options) if STAGER_PER_SAVE else async_stager) if uses_stager else None
-        where = dict(storage_writer=writer(async_path, threads), async_stager=stager) if uses_stager \
-            else dict(storage_writer=cached_writer)
-        settled = settle_page_reporting()
-        # The shards written in place, untimed, as a training step writes them right
-        # before a checkpoint (times 1: the same bits), as h5dcp-bench does before its call.
-        with torch.no_grad():
-            for value in saved.values():
-                value.to_local().mul_(1)
-        times = [0.0, 0.0]  # the call, until staged
-
-        def run():
-            t0 = time.perf_counter()
-            # DCP's plan caching (cached across planners), as h5dcp-bench's async saves reuse their plan.
-            planner = DefaultSavePlanner(enable_plan_caching=True)
-            response = dcp.async_save(saved, planner=planner, process_group=async_group, **where)
-            times[0] = time.perf_counter() - t0
-            if hasattr(response, "staging_completion"):  # an AsyncSaveResponse: staging in the background
-                response.staging_completion.result()
-                times[1] = time.perf_counter() - t0
-                response = response.upload_completion
-            else:
-                times[1] = times[0]
-            response.result()
-
-        try:
-            total = timed(run)
-        finally:
-            if stager is not None and STAGER_PER_SAVE:
-                stager.close()
-        return slowest(times[0]), slowest(times[1]), total, settled, read_back(async_path)
 
     if "async_bg_blocking" in cases:
         failed = None
@@ -631,7 +679,8 @@ if rank == 0:
                         "tensors": 4 * len(transformer_parameters()), "bytes": transformer_bytes()}
         if transformer else None,
         "aten_threads": torch.get_num_threads(),
-        "writer": {"class": "FileSystemWriter", "thread_count": threads, "sync_files": True,
+        "writer": {"class": "FileSystemWriter",
+                   "thread_count": threads if threads else f"each of {list(THREAD_CANDIDATES)}", "sync_files": True,
                    "single_file_per_rank": True},
         "thread_count": threads,
         "thread_count_trial": trial,
@@ -679,7 +728,8 @@ if rank == 0:
         json.dump(result, f, indent=2)
     g = nbytes / 1e9
     print(f"dcp_peer_bench (PEER, PyTorch {torch.__version__} DCP): {world} ranks, {TENSORS} x [{rows}, {COLS}] "
-          f"float32 = {g:.3f} GB, {args.reps} reps after 1 warm-up, thread_count {threads}, "
+          f"float32 = {g:.3f} GB, {args.reps} reps after 1 warm-up, "
+          f"thread_count {threads or 'each of ' + str(list(THREAD_CANDIDATES))}, "
           f"{'loads warm and cold (page cache dropped)' if cold else 'loads warm only'}")
     for c in cases:
         med = result["median_seconds"][c]

@@ -77,12 +77,15 @@ using h5dcp_bench::now;
 using h5dcp_bench::timed;
 using h5dcp_bench::without_read_ahead;
 
+// --staging-mib default: the async saves keep AsyncSaveOptions' own staging size.
+constexpr std::int64_t kLibraryStaging = -1;
+
 struct Args : h5dcp_bench::CommonArgs {
   int async_samples = 1;  // the bare copies and the async cases, per repetition
   int small_count = 5000;
   int small_kib = 16;
   h5dcp_bench::TransformerShape transformer;  // layers 0: no transformer case
-  std::int64_t staging_mib = 0;               // 0: this rank's bytes
+  std::int64_t staging_mib = 0;               // 0: this rank's bytes; kLibraryStaging: the library's default
   bool independent = false;                   // h5dcp saves with independent instead of collective writes
   bool save_only = false;                     // only the raw write and the h5dcp save (to measure a knob)
   // No raw MPI-IO writes (with --save-only: bench.sh alternates the save with
@@ -215,6 +218,12 @@ void raw_write(const std::string& path, const h5dcp::StateDict& sd, std::int64_t
 // case's. The loads read the file the "save" case leaves (run it first).
 // Rank 0 writes {"memory_case", "added_bytes" (largest over the ranks),
 // "shard_bytes", "staging_bytes", "correct"} to `json`.
+// The async saves' staging memory: --staging-mib's, the library's default, or this rank's shard (0).
+std::int64_t staging_bytes(const Args& args, std::int64_t shard_bytes) {
+  if (args.staging_mib == kLibraryStaging) return h5dcp::AsyncSaveOptions{}.staging_bytes;
+  return args.staging_mib > 0 ? args.staging_mib << 20 : shard_bytes;
+}
+
 int memory_only(const Args& args, const h5dcp_bench::BenchState& state, const h5dcp::StateDict& saved) {
   const auto shard_bytes = state.shard_bytes();
   const std::string path = args.dir + "/memory.h5";
@@ -227,7 +236,7 @@ int memory_only(const Args& args, const h5dcp_bench::BenchState& state, const h5
     added = added_memory([&] { h5dcp::save(saved, path); });
   } else if (which == "async") {
     h5dcp::AsyncSaveOptions options;  // as the main run's async saves
-    options.staging_bytes = args.staging_mib > 0 ? args.staging_mib << 20 : shard_bytes;
+    options.staging_bytes = staging_bytes(args, shard_bytes);
     h5dcp::SavePlanCache plan_cache;
     options.plan_cache = &plan_cache;
     const auto async_path = args.dir + "/memory-async.h5";
@@ -281,7 +290,8 @@ int main(int argc, char** argv) {
       argc, argv, args,
       "usage: mpiexec -n N h5dcp-bench [--gib G] [--reps R] [--warmup W] [--dir DIR] [--no-cold]\n"
       "                                 [--json FILE] [--async-samples S]\n"
-      "                                 [--small-count N] [--small-kib K] [--staging-mib M] [--raw-only]\n"
+      "                                 [--small-count N] [--small-kib K] [--staging-mib M|default]\n"
+      "                                 [--raw-only]\n"
       "                                 [--transformer-layers L (0: none)] [--transformer-hidden H]\n"
       "                                 [--transformer-vocab V]\n"
       "                                 [--independent] [--save-only] [--no-raw] [--async-only]\n"
@@ -305,9 +315,10 @@ int main(int argc, char** argv) {
           args.transformer.hidden = std::stoll(value());
         else if (arg == "--transformer-vocab")
           args.transformer.vocab = std::stoll(value());
-        else if (arg == "--staging-mib")
-          args.staging_mib = std::stoll(value());
-        else if (arg == "--memory-only")
+        else if (arg == "--staging-mib") {
+          const std::string mib = value();
+          args.staging_mib = mib == "default" ? kLibraryStaging : std::stoll(mib);
+        } else if (arg == "--memory-only")
           args.memory_case = value();
         else
           return false;
@@ -350,7 +361,7 @@ int main(int argc, char** argv) {
     for (const auto& shard : h5dcp_bench::local_shards(saved)) static_cast<void>(shard.mul_(1));
   };
   h5dcp::AsyncSaveOptions async_options;
-  async_options.staging_bytes = args.staging_mib > 0 ? args.staging_mib << 20 : per_rank_bytes;
+  async_options.staging_bytes = staging_bytes(args, per_rank_bytes);
   // Repeated saves of one sharding reuse their plan, as CheckpointManager's
   // do (the peer enables DCP's plan caching for its async saves alike).
   h5dcp::SavePlanCache plan_cache;
@@ -537,6 +548,7 @@ int main(int argc, char** argv) {
     if (args.raw_only) continue;
     if (args.async_only) {
       fresh(args.dir + "/async.h5");
+      mark("async save", rep);
       watched("async_total", async_save);
       read_back_async(args.dir + "/async.h5");
       continue;

@@ -23,7 +23,8 @@
 # Loads are timed warm and, as root, cold (the page cache dropped just before).
 # Knobs (environment): GIB (1), REPS (5), RANKS (2), BENCH_DIR (/tmp/h5dcp-bench),
 # COLD=0 for warm loads only, DCP_THREADS (auto: the peer's FileSystemWriter
-# thread_count, tried 1, 2, 4), AB_ROUNDS (3) and AB_REPS (2): the transformer
+# thread_count in the main run, tried 1, 2, 4; the alternated rounds time every
+# count and take the best), AB_ROUNDS (3) and AB_REPS (2): the transformer
 # case run by h5dcp-bench and the peer alternately, AB_ROUNDS times each with
 # AB_REPS timed repetitions after a warm-up (the report's transformer figures;
 # each round also runs h5dcp-bench's case with early write-back off, with the
@@ -35,7 +36,9 @@
 # right after, and on exit));
 # SAVE_AB_ROUNDS (5): the same for the 1 GiB save, with the save's baselines (raw MPI-IO and POSIX
 # writes) as a third side (the save targets);
-# ASYNC_SAMPLES (3): h5dcp-bench's bare copies and async cases, per repetition.
+# ASYNC_SAMPLES (3): h5dcp-bench's bare copies and async cases, per repetition;
+# DURABLE_ROUNDS (3): rounds of saves until durable, each right after a settled disk (the sync
+# save, h5dcp's async saves with 3 staging sizes, the peer's async save), AB_REPS each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GIB=${GIB:-1}
@@ -45,6 +48,7 @@ DIR=${BENCH_DIR:-/tmp/h5dcp-bench}
 DCP_THREADS=${DCP_THREADS:-auto}
 AB_ROUNDS=${AB_ROUNDS:-3}
 SAVE_AB_ROUNDS=${SAVE_AB_ROUNDS:-5}
+DURABLE_ROUNDS=${DURABLE_ROUNDS:-3}
 AB_REPS=${AB_REPS:-2}
 ASYNC_SAMPLES=${ASYNC_SAMPLES:-3}
 cold=()
@@ -99,7 +103,10 @@ mpiexec -n "$RANKS" "$py" bench/dcp_peer_bench.py --dir "$DIR/dcp" --gib "$GIB" 
 # alternately, so that both meet the disk in the same state (in the runs above
 # each side's saves follow its own other cases, minutes from the other side's;
 # this disk's speed for gigabytes written right after others varies more than
-# the two differ). The peer keeps the thread_count its trial chose.
+# the two differ). In the save rounds the peer saves with every thread_count
+# in every repetition (--threads each; the report takes the count whose saves
+# over all rounds have the lowest median: tuned on as many samples as timed);
+# the transformer rounds then take that count.
 mkdir -p "$out/ab"
 threads=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["thread_count"])' "$out/dcp.json" 2>/dev/null ||
   echo 2)
@@ -112,7 +119,7 @@ save_h5dcp() {
 }
 save_dcp() {
   mpiexec -n "$RANKS" "$py" bench/dcp_peer_bench.py --save-only --small-count 0 --gib "$GIB" --reps "$AB_REPS" \
-    --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/save-dcp-$round.json" | grep "^save" || status=1
+    --dir "$DIR/dcp" --threads each --json "$out/ab/save-dcp-$round.json" | grep "^save" || status=1
 }
 save_baselines() {
   OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --baselines-only --gib "$GIB" \
@@ -123,7 +130,39 @@ echo "== the 1 GiB save, h5dcp-bench, the peer and the save's baselines alternat
 for round in $(seq "$SAVE_AB_ROUNDS"); do
   for k in 0 1 2; do "${save_sides[$(((round - 1 + k) % 3))]}"; done
 done
-echo "== the transformer case, h5dcp-bench and the peer alternately ($AB_ROUNDS rounds of $AB_REPS reps)"
+# The peer's thread count from here on: the one that saved fastest over every save round (the main
+# run's short trial where those did not time every count).
+threads=$("$py" bench/dcp_thread_choice.py "$out"/ab/save-dcp-*.json 2>/dev/null || echo "$threads")
+# Saves until durable, each right after a settled disk (issue 51): the sync save, h5dcp's async save
+# with staging memory of the shard's size, of the library's default size (256 MiB) and of 64 MiB,
+# and the peer's async save (staged in the call), in the same rounds, taking turns going first. In
+# the main run the async saves follow the bare copies and the waits for free page reporting, where
+# the sync save follows other saves: not the same position. h5dcp's sides are traced (H5DCP_TRACE)
+# for the report's step table; the trace is a few lines per step.
+durable_side() {
+  local name=$1
+  shift
+  H5DCP_TRACE=1 OMPI_MCA_io=romio321 mpiexec -n "$RANKS" -x H5DCP_TRACE "$build/bench/h5dcp-bench" --no-raw \
+    --gib "$GIB" --reps "$AB_REPS" --dir "$DIR" "$@" --json "$out/ab/durable-$name-$round.json" \
+    2> "$out/ab/durable-$name-$round-trace.txt" | grep "h5dcp" || status=1
+}
+durable_sync() { durable_side sync --save-only; }
+durable_shard() { durable_side shard --async-only; }
+durable_default() { durable_side default --async-only --staging-mib default; }
+durable_small() { durable_side small --async-only --staging-mib 64; }
+durable_dcp() {
+  mpiexec -n "$RANKS" "$py" bench/dcp_peer_bench.py --async-only --small-count 0 --gib "$GIB" --reps "$AB_REPS" \
+    --dir "$DIR/dcp" --threads "$threads" --json "$out/ab/durable-dcp-$round.json" "${cold[@]}" | grep "^async" ||
+    status=1
+}
+durable_sides=(durable_sync durable_shard durable_default durable_small durable_dcp)
+echo "== saves until durable: the sync save, h5dcp's async saves (3 staging sizes) and the peer's, alternately ($DURABLE_ROUNDS rounds of $AB_REPS reps)"
+for round in $(seq "$DURABLE_ROUNDS"); do
+  for k in "${!durable_sides[@]}"; do
+    "${durable_sides[$(((round - 1 + k) % ${#durable_sides[@]}))]}"
+  done
+done
+echo "== the transformer case, h5dcp-bench and the peer (thread_count $threads) alternately ($AB_ROUNDS rounds of $AB_REPS reps)"
 for round in $(seq "$AB_ROUNDS"); do
   OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --transformer-only --gib 0.01 --small-count 0 \
     --reps "$AB_REPS" --dir "$DIR" --json "$out/ab/h5dcp-$round.json" "${cold[@]}" | tail -4 || status=1

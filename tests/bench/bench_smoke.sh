@@ -83,7 +83,8 @@ grep -q "the direct ones read back: equal" "$work/out/ab-layouts.txt" ||
   fail "h5dcp-bench --save-only --no-raw failed: $(cat "$work/out/save-ab.txt")"
 grep -q "every load checked: equal" "$work/out/save-ab.txt" || fail "h5dcp-bench --save-only: the save not read back equal"
 grep -q "raw MPI-IO" "$work/out/save-ab.txt" && fail "h5dcp-bench --no-raw wrote raw: $(cat "$work/out/save-ab.txt")"
-"$mpiexec" -n 2 "$py" "$src/bench/dcp_peer_bench.py" --save-only --dir "$work/dcp" --gib 0.02 --reps 2 --threads 1 \
+# The peer saves with every thread count in every repetition (--threads each), as in bench.sh's rounds.
+"$mpiexec" -n 2 "$py" "$src/bench/dcp_peer_bench.py" --save-only --dir "$work/dcp" --gib 0.02 --reps 2 --threads each \
   --small-count 0 --no-cold --port $((29600 + RANDOM % 300)) --json "$work/out/ab/save-dcp-1.json" \
   > "$work/out/save-ab-dcp.txt" || fail "the DCP peer's --save-only failed: $(cat "$work/out/save-ab-dcp.txt")"
 # ... and the save's baselines, a third side of the round (--baselines-only).
@@ -92,6 +93,22 @@ grep -q "raw MPI-IO" "$work/out/save-ab.txt" && fail "h5dcp-bench --no-raw wrote
   fail "h5dcp-bench --baselines-only failed: $(cat "$work/out/save-ab-baselines.txt")"
 grep -q "h5dcp save" "$work/out/save-ab-baselines.txt" &&
   fail "h5dcp-bench --baselines-only saved: $(cat "$work/out/save-ab-baselines.txt")"
+# One round of bench.sh's saves until durable: the sync save, h5dcp's async saves with three staging
+# sizes (traced, for the report's step table) and the peer's async save.
+for side in sync shard default small; do
+  case $side in
+    sync) args=(--save-only) ;; shard) args=(--async-only) ;; default) args=(--async-only --staging-mib default) ;;
+    small) args=(--async-only --staging-mib 1) ;;
+  esac
+  H5DCP_TRACE=1 "$mpiexec" -x H5DCP_TRACE -n 2 "$bench" --no-raw --gib 0.02 --reps 2 --warmup 0 --dir "$work/h5dcp" \
+    "${args[@]}" --json "$work/out/ab/durable-$side-1.json" 2> "$work/out/ab/durable-$side-1-trace.txt" \
+    > "$work/out/durable-$side.txt" || fail "h5dcp-bench's durable side $side failed: $(cat "$work/out/durable-$side.txt")"
+  grep -Eq "every load checked: equal|async checkpoints read back \(every timed one\): equal" "$work/out/durable-$side.txt" ||
+    fail "h5dcp-bench's durable side $side: not read back equal: $(cat "$work/out/durable-$side.txt")"
+done
+"$mpiexec" -n 2 "$py" "$src/bench/dcp_peer_bench.py" --async-only --dir "$work/dcp" --gib 0.02 --reps 2 --threads 1 \
+  --small-count 0 --no-cold --port $((29600 + RANDOM % 300)) --json "$work/out/ab/durable-dcp-1.json" \
+  > "$work/out/durable-dcp.txt" || fail "the DCP peer's --async-only failed: $(cat "$work/out/durable-dcp.txt")"
 "$plan_bench" --ranks 16 --tensors 20 > "$work/out/plan.txt" || fail "h5dcp-plan-bench failed: $(cat "$work/out/plan.txt")"
 if [ -n "$train" ]; then
   local_root=/dev/shm/h5dcp-bench-smoke-$$
@@ -122,6 +139,23 @@ for row in "h5dcp save |" "POSIX pwrite + fsync" "POSIX pwrite + fsync, h5dcp's 
   [ -n "$line" ] || fail "the report has no row '$row'"
   echo "$line" | grep -Eq "\| [0-9]+\.[0-9]{3} \|" || fail "row '$row' has no seconds: $line"
 done
+# The saves until durable: every side's row with its seconds, checked; issue 51's targets judged;
+# the step table has the sync save's and the async saves' steps.
+grep -q "^## Saves until durable, in the same position (issue 51)" "$report" || fail "the report has no durable section"
+for row in "h5dcp \`save\` (A)" "h5dcp \`async_save\`, staging memory of the shard's size (" \
+  "h5dcp \`async_save\`, the default staging memory (268 MB)" \
+  "h5dcp \`async_save\`, a smaller staging memory (1.05 MB)" "PyTorch 2.13 DCP \`async_save\` (thread_count 1"; do
+  grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \| [0-9.]+-[0-9.]+ \| ([0-9]+\.[0-9]{2})? \| equal \(read back\) \|$" ||
+    fail "the durable table has no checked row '$row': $(grep -F "async_save" "$report")"
+done
+for target in "async save until durable ≤ 1.1 × the sync save, the default staging" \
+  "async save until durable ≤ 1.1 × the sync save, a smaller staging (1.05 MB; the shard" \
+  "async save until durable ≥ 1.3 × PyTorch 2.13 DCP's async save"; do
+  grep -F "| $target" "$report" | grep -Eq "\| [0-9.]+ × .*medians of the rounds above\) \| (met|\*\*not met\*\*) \|$" ||
+    fail "the durable target '$target' is not judged: $(grep -F "| async save until durable" "$report")"
+done
+grep -Eq "^\| save:write \| [0-9]+\.[0-9]{3} \| [0-9]+\.[0-9]{3} \| [0-9]+\.[0-9]{3} \| [0-9]+\.[0-9]{3} \|$" "$report" ||
+  fail "the durable step table has no save:write row: $(grep -F "| save:" "$report")"
 # h5dcp-bench's repetitions are in the report: their min-max beside the median.
 grep -F "| h5dcp save |" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3}-[0-9]+\.[0-9]{3} \|" ||
   fail "the h5dcp save row has no spread of its repetitions: $(grep -F "| h5dcp save |" "$report")"
@@ -141,10 +175,16 @@ for target in "save ≥ 0.9 × the POSIX write" "save ≥ 1.5 × PyTorch 2.13 DC
 done
 grep -q "medians of the repetitions of 1 round in which h5dcp-bench and the peer ran this case alternately" "$report" ||
   fail "the report does not use the alternating transformer round"
-for row in "h5dcp save, alternated with the peer (1 round) |" "PyTorch 2.13 DCP save, alternated with h5dcp (1 round) |"; do
-  grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
-    fail "the report has no checked row '$row': $(grep -F "alternated" "$report")"
-done
+row="h5dcp save, alternated with the peer (1 round) |"
+grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
+  fail "the report has no checked row '$row': $(grep -F "alternated" "$report")"
+# The peer's row: the thread count that saved fastest over the round's saves with each.
+grep -E "^\| PyTorch 2\.13 DCP save, thread_count [124] \(the best of 1, 2, 4, each timed in every round\), alternated with h5dcp \(1 round\) \|" "$report" |
+  grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
+  fail "the report has no checked row of the peer's alternated save: $(grep -F "alternated" "$report")"
+# ... and says what each thread count saved in, and which one the targets take.
+grep -Eq "In the alternated saves below it saved with every thread count in every repetition of every round, in turns: medians over 1 round 1 thread [0-9.]+ s \(2 saves\), 2 threads [0-9.]+ s \(2 saves\), 4 threads [0-9.]+ s \(2 saves\); the save targets take thread_count [124]'s saves, the fastest" "$report" ||
+  fail "the peer paragraph does not give each thread count's saves: $(grep -F "FileSystemWriter(thread_count" "$report")"
 row="O_DIRECT + fsync of the transformer's sharded bytes through two aligned bounce buffers on huge pages, XXH3 of every byte, a file per rank (a direct-I/O writer) |"
 grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
   fail "the report has no checked row '$row': $(grep -F "O_DIRECT" "$report")"
@@ -248,10 +288,14 @@ for j, keys in ((h, ("save", "raw", "posix_write", "posix_checkpoint", "staging_
         assert [c["seconds"] for c in conds] == reps, (key, reps, conds)
         assert all(c["ranks_cpu"] > 0 or key.startswith("async_blocking") for c in conds), (key, conds)
 p = json.load(open(f"{out}/ab/save-dcp-1.json"))
-assert [c["seconds"] for c in p["conditions"]["save"]] == p["cases"]["save"]["seconds"], p["conditions"]
-assert all(c["ranks_cpu"] > 0 for c in p["conditions"]["save"])
-# Both sides record the same counters (bench_conditions.hpp's, the peer's machine_counters).
-assert set(h["conditions"]["save"][0]) == set(p["conditions"]["save"][0]), (h["conditions"], p["conditions"])
+# Every thread count timed in every repetition, each save read back.
+assert sorted(p["cases"]) == ["save@1", "save@2", "save@4"], sorted(p["cases"])
+for case in p["cases"]:
+    assert [c["seconds"] for c in p["conditions"][case]] == p["cases"][case]["seconds"], p["conditions"]
+    assert len(p["cases"][case]["seconds"]) == p["reps"] and p["cases"][case]["ok"], p["cases"][case]
+    assert all(c["ranks_cpu"] > 0 for c in p["conditions"][case])
+    # Both sides record the same counters (bench_conditions.hpp's, the peer's machine_counters).
+    assert set(h["conditions"]["save"][0]) == set(p["conditions"][case][0]), (h["conditions"], p["conditions"])
 PY
 for row in "h5dcp save, alternated rounds | fastest of 2 |" "h5dcp save, alternated rounds | slowest of 2 |" \
   "PyTorch 2.13 DCP save, alternated rounds | fastest of 2 |"; do
@@ -288,7 +332,8 @@ grep -q "check failed" "$report" && fail "a side's check failed: $(grep "check f
 "$py" - "$src/bench/performance_report" "$work/typed_report" <<'PY'
 import os, shutil, sys
 src, dst = sys.argv[1], sys.argv[2]
-shutil.copy(os.path.join(os.path.dirname(src), "report_template.py"), os.path.dirname(dst))
+for module in ("report_template.py", "dcp_thread_choice.py"):  # what the generator imports from beside it
+    shutil.copy(os.path.join(os.path.dirname(src), module), os.path.dirname(dst))
 text = open(src + ".md.in").read()
 for old, new in (("The POSIX write puts the same bytes", "The POSIX write, 12 % faster, puts the same bytes"),
                  ("(dd oflag=direct) bypasses the page cache", "(dd oflag=direct, ${typed} × h5dcp) bypasses the page cache")):
