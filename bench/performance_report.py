@@ -454,17 +454,24 @@ knob_baseline = save_ab_h_med if knob_vs_alternated else s["save"]
 # h5dcp-bench names each case before its save ("[h5dcp-bench case] NAME rep N";
 # rep -1 is the warm-up); the save's step lines follow it.
 TRACE_RANK = 0
-by_case = {}  # (name, rep) -> [(step, waited, worked)]
-current = None
-for line in read_text("trace.txt").splitlines():
-    m = re.match(r"\[h5dcp-bench case\] (.+) rep (-?\d+)$", line)
-    if m:
-        current = (m.group(1), int(m.group(2)))
-        by_case[current] = []
-        continue
-    m = re.match(rf"\[h5dcp trace\] rank {TRACE_RANK} (save:\w+)\s+waited ([0-9.]+) s, worked ([0-9.]+) s", line)
-    if m and current:
-        by_case[current].append((m.group(1), float(m.group(2)), float(m.group(3))))
+
+
+def traced_saves(name):
+    """Rank TRACE_RANK's traced save steps in a trace file of h5dcp-bench: (case, rep, steps) for
+    each case line, in the file's order, steps [(step, waited, worked)]."""
+    saves = []
+    for line in read_text(name).splitlines():
+        m = re.match(r"\[h5dcp-bench case\] (.+) rep (-?\d+)$", line)
+        if m:
+            saves.append((m.group(1), int(m.group(2)), []))
+            continue
+        m = re.match(rf"\[h5dcp trace\] rank {TRACE_RANK} (save:\w+)\s+waited ([0-9.]+) s, worked ([0-9.]+) s", line)
+        if m and saves:
+            saves[-1][2].append((m.group(1), float(m.group(2)), float(m.group(3))))
+    return saves
+
+
+by_case = {(name, rep): steps for name, rep, steps in traced_saves("trace.txt")}
 traced_reps = sorted({r for _, r in by_case})
 traced_rep_index = 1 if 1 in traced_reps else (traced_reps[-1] if traced_reps else None)
 traced_rep = {0: "first", 1: "second"}.get(traced_rep_index, f"repetition {traced_rep_index}")
@@ -1408,38 +1415,34 @@ def durable_lines():
         out.append(f"| {names[side]} | {num(med[side])} | {spread(times[side])} | {ratio} | "
                    f"{check_cell(ok[side])} (read back) |")
     staged = {"default": "the default staging", "small": "a smaller staging", "shard": "staging of the shard's size"}
+    side = lambda name: (names[name], ok[name], med[name])  # noqa: E731
     rows = []
-    for side in ("default", "small", "shard"):
-        rows.append((f"async save until durable ≤ {DURABLE_VS_SYNC:g} × the sync save, {staged[side]} "
-                     f"({mb(staging[side])} MB; the shard {mb(shard)} MB)",
-                     f"{near(med[side] / med['sync'], DURABLE_VS_SYNC)} × (h5dcp's async save {num(med[side])} s "
-                     f"against its sync save {num(med['sync'])} s, medians of the rounds above)",
-                     ok[side] and ok["sync"], med[side] <= DURABLE_VS_SYNC * med["sync"]))
-    rows.append((f"async save until durable ≥ {DURABLE_VS_DCP:g} × {PEER}'s async save (the default staging)",
-                 f"{near(med['dcp'] / med['default'], DURABLE_VS_DCP)} × its speed (h5dcp {num(med['default'])} s "
-                 f"against {num(med['dcp'])} s, medians of the rounds above)",
-                 ok["default"] and ok["dcp"], med["dcp"] >= DURABLE_VS_DCP * med["default"]))
+    for name in ("default", "small", "shard"):
+        target(f"async save until durable ≤ {DURABLE_VS_SYNC:g} × the sync save, {staged[name]} "
+               f"({mb(staging[name])} MB; the shard {mb(shard)} MB)",
+               lambda name=name: f"{near(med[name] / med['sync'], DURABLE_VS_SYNC)} × (h5dcp's async save "
+                                 f"{num(med[name])} s against its sync save {num(med['sync'])} s, medians of the "
+                                 "rounds above)",
+               lambda name=name: med[name] <= DURABLE_VS_SYNC * med["sync"], side(name), side("sync"),
+               same=True, table=rows)
+    target(f"async save until durable ≥ {DURABLE_VS_DCP:g} × {PEER}'s async save (the default staging)",
+           lambda: f"{near(med['dcp'] / med['default'], DURABLE_VS_DCP)} × its speed (h5dcp {num(med['default'])} s "
+                   f"against {num(med['dcp'])} s, medians of the rounds above)",
+           lambda: med["dcp"] >= DURABLE_VS_DCP * med["default"], side("default"), side("dcp"),
+           same=True, table=rows)
     out += ["", f"Targets of issue {TARGETS_ISSUE_DISK}:", "", "| target | measured | |", "|---|---|---|"]
-    for name, value, checked, met in rows:
-        value = value if checked else "not compared: a side's check failed"
-        out.append(f"| {name} | {value} | {verdict(met) if checked else 'not judged'} |")
+    out += [f"| {name} | {value} | {judged} |" for name, value, judged in rows]
     # Where the time goes: rank 0's worked seconds per step, the median over the timed saves.
     steps = {}
     for side in DURABLE_SIDES:
         per_save = []
         for n in range(1, len(rounds) + 1):
-            current = None
-            for line in read_text(f"ab/durable-{side}-{n}-trace.txt").splitlines():
-                m = re.match(r"\[h5dcp-bench case\] .+ rep (-?\d+)$", line)
-                if m:
-                    current = {} if int(m.group(1)) >= 0 else None
-                    if current is not None:
-                        per_save.append(current)
-                    continue
-                m = re.match(rf"\[h5dcp trace\] rank {TRACE_RANK} (save:\w+)\s+waited [0-9.]+ s, worked ([0-9.]+) s",
-                             line)
-                if m and current is not None:
-                    current[m.group(1)] = current.get(m.group(1), 0) + float(m.group(2))
+            for _, rep, traced_steps in traced_saves(f"ab/durable-{side}-{n}-trace.txt"):
+                if rep >= 0:
+                    worked = {}
+                    for step, _, w in traced_steps:
+                        worked[step] = worked.get(step, 0) + w
+                    per_save.append(worked)
         steps[side] = per_save
     if all(steps.values()):
         order = list(dict.fromkeys(st for side in DURABLE_SIDES for save in steps[side] for st in save))
