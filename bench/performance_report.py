@@ -1269,7 +1269,7 @@ values = dict(
     ts_checked=fill("ts_checked", equal=equal(ts_ok)) if ts else "",
     spread_note=fill("spread_note") if peer or ts else "",
     tables="\n".join(lines),
-    write_share=fill("write_share", percent=f"{100 * write_sync / sync_worked:.0f}") if sync_worked else "",
+    write_share=fill("write_share", percent=f"{100 * write_sync / sync_worked:.1f}") if sync_worked else "",
     save_vs_peer=save_vs_peer_text(), early_writeback=early_writeback_measured(),
     small_floor=fill("small_floor", ratio=f"{s['small_hdf5_bare'] / s['small_as_large']:.2f}", few=few,
                      target=f"{SMALL_VS_LARGE:g}") if "small_hdf5_bare" in s and h_ok else "",
