@@ -646,7 +646,7 @@ def posix_target_text():
             f" {base_where}")
     if save > work:
         text += f"; h5dcp's save is slower: {save / work:.2f} × that write's time, {save - work:.3f} s more"
-    text += f"; against the same write without XXH3 and the publish ({bare:.3f} s): {bare / save:.2f} ×"
+    text += f"; against the same write without XXH3 and the publish ({bare:.3f} s): {sig(bare / save)} ×"
     if "direct_write" in s:
         text += (f"; O_DIRECT writes, in the main run, at {bw(s['direct_write']) / bw(s['save']):.2f} × h5dcp's"
                  " save speed")
@@ -853,7 +853,8 @@ caches = [f"h5dcp-bench: {h_cache}" if h_cache else None,
           f"{PEER}: {'loads warm and cold' if peer.get('cold') else 'loads warm only'}" if peer else None]
 lines = []  # the tables, between the report's header and its prose
 for name, sec, rate, rng, checked in rows:
-    lines.append(f"| {name} | {num(sec) if sec is not None else 'n/a'} | {num(rate) if rate else ''} | {rng} | "
+    # GB/s to 4 significant digits: a small run's rates are hundredths.
+    lines.append(f"| {name} | {num(sec) if sec is not None else 'n/a'} | {sig(rate, 4) if rate else ''} | {rng} | "
                  f"{checked} |")
 if peer:
     trial = peer.get("thread_count_trial")
@@ -1415,7 +1416,7 @@ def durable_lines():
         out.append(f"| {names[side]} | {num(med[side])} | {spread(times[side])} | {ratio} | "
                    f"{check_cell(ok[side])} (read back) |")
     staged = {"default": "the default staging", "small": "a smaller staging", "shard": "staging of the shard's size"}
-    side = lambda name: (names[name], ok[name], med[name])  # noqa: E731
+    figures_of = lambda name: (names[name], ok[name], med[name])  # noqa: E731
     rows = []
     for name in ("default", "small", "shard"):
         target(f"async save until durable ≤ {DURABLE_VS_SYNC:g} × the sync save, {staged[name]} "
@@ -1423,12 +1424,12 @@ def durable_lines():
                lambda name=name: f"{near(med[name] / med['sync'], DURABLE_VS_SYNC)} × (h5dcp's async save "
                                  f"{num(med[name])} s against its sync save {num(med['sync'])} s, medians of the "
                                  "rounds above)",
-               lambda name=name: med[name] <= DURABLE_VS_SYNC * med["sync"], side(name), side("sync"),
+               lambda name=name: med[name] <= DURABLE_VS_SYNC * med["sync"], figures_of(name), figures_of("sync"),
                same=True, table=rows)
     target(f"async save until durable ≥ {DURABLE_VS_DCP:g} × {PEER}'s async save (the default staging)",
            lambda: f"{near(med['dcp'] / med['default'], DURABLE_VS_DCP)} × its speed (h5dcp {num(med['default'])} s "
                    f"against {num(med['dcp'])} s, medians of the rounds above)",
-           lambda: med["dcp"] >= DURABLE_VS_DCP * med["default"], side("default"), side("dcp"),
+           lambda: med["dcp"] >= DURABLE_VS_DCP * med["default"], figures_of("default"), figures_of("dcp"),
            same=True, table=rows)
     out += ["", f"Targets of issue {TARGETS_ISSUE_DISK}:", "", "| target | measured | |", "|---|---|---|"]
     out += [f"| {name} | {value} | {judged} |" for name, value, judged in rows]
