@@ -3,6 +3,8 @@ optionally checking the XXH3-64 of every checksum slab the block touches:
 those slabs are read whole, hashed, and the block is cut out of them, as the
 C++ library's verified reads do (docs/FORMAT.md, "Checksums")."""
 
+import math
+
 import h5py
 import numpy as np
 import torch
@@ -29,6 +31,17 @@ def read_raw(ds, info, start, count):
     if out.size == 0:
         return out
     ftype = ds.id.get_type()
+    if info.pack_offset is not None:
+        # A packed tensor (format 1.2): its elements are one range of `ds`, its
+        # dtype's pack; it is small, so it is read whole and the box cut out.
+        n = math.prod(info.shape)
+        whole = np.empty((n,), info.numpy_dtype)
+        file_space = ds.id.get_space()
+        file_space.select_hyperslab((info.pack_offset,), (n,))
+        ds.id.read(h5py.h5s.create_simple((n,)), file_space, whole, ftype)
+        box = tuple(slice(int(s), int(s) + int(c)) for s, c in zip(start, count))
+        out[...] = whole.reshape(info.shape)[box]
+        return out
     if not info.shape:
         ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out, ftype)
         return out

@@ -14,6 +14,9 @@ import torch
 from ._errors import FormatError, PickledObject, reading
 
 KNOWN_MAJOR = 1
+# Format 1.2 packs small tensors saved whole (docs/FORMAT.md, "Packed tensors").
+PACKS = "%packs"
+PACK_MAX_DIMS = 8
 
 # h5dcp.dtype -> (torch dtype, numpy dtype the stored bytes are read into,
 # HDF5 type class). numpy has no bfloat16, float8 or complex32: those are read
@@ -46,6 +49,15 @@ DTYPES = {
 DTYPE_NAMES = {torch_dtype: name for name, (torch_dtype, _, _) in DTYPES.items()}
 
 VALUE_KINDS = ("none", "int", "float", "bool", "str", "bytes", "pickle")
+
+
+def unescape_key(name):
+    """The dict key or list position of a link name (the inverse of escape_key);
+    FormatError for a name escape_key never makes."""
+    key = "" if name == "%" else "." if name == "%2E" else name.replace("%2F", "/").replace("%25", "%")
+    if escape_key(key) != name:
+        raise FormatError("h5dcp: '%s' is not a link name h5dcp writes" % name)
+    return key
 
 
 def escape_key(key):
@@ -208,6 +220,7 @@ class TensorInfo:
     chunks: list
     checksummed: bool
     scalar_checksum: object = None  # a 0-d tensor's digest
+    pack_offset: object = None      # format 1.2: its first element's offset in its dtype's pack
 
 
 def _small_float(size, exponent_bits, bias):
@@ -453,3 +466,101 @@ def leaf_kind(ds, fqn):
     if kind != "tensor" and kind not in VALUE_KINDS:
         raise FormatError("h5dcp: '%s' has unknown kind '%s'" % (fqn, kind))
     return kind
+
+
+def packs_known(f):
+    """Whether the file's format has packs (1.2 and later; open_checkpoint checked the version)."""
+    major, minor = (int(x) for x in np.asarray(f.attrs["h5dcp.format_version"]))
+    return (major, minor) >= (1, 2)
+
+
+_INDEX_COLUMNS = ("fqn", "dtype", "ndim", "shape", "offset", "count", "checksum_rows", "checksum")
+
+
+def _index_hash():
+    """XXH3-64 for the packs' index, or None without the xxhash package: the
+    index is metadata, checked on every read as the C++ reader does, not only
+    by verify; without xxhash its rows are still checked one by one."""
+    try:
+        import xxhash
+    except ImportError:
+        return None
+    return xxhash.xxh3_64_intdigest
+
+
+def packed_tensors(f, budget):
+    """The packed tensors of a 1.2 file, checked as the C++ reader's
+    read_pack_index checks them: {fqn: (pack dataset, TensorInfo)}; {} when
+    the file has no packs."""
+    if not packs_known(f) or not f.id.links.exists(PACKS.encode()):
+        return {}
+    if f.id.links.get_info(PACKS.encode()).type != h5py.h5l.TYPE_HARD:
+        raise FormatError("h5dcp: '%s' is not a hard link" % PACKS)
+    packs = f[PACKS]
+    if not packs.id.links.exists(b"index") or packs.id.links.get_info(b"index").type != h5py.h5l.TYPE_HARD:
+        raise FormatError("h5dcp: the packs have no index (or it is a link elsewhere): the checkpoint is damaged")
+    index = packs["index"]
+    where = "%s/index" % PACKS
+    check_storage(index, where)
+    fields = index.dtype.names or ()
+    if index.ndim != 1 or any(c not in fields for c in _INDEX_COLUMNS):
+        raise FormatError("h5dcp: %s is not the table h5dcp writes (columns %s)" % (where, list(fields)))
+    budget.claim(index, index.shape[0] * index.dtype.itemsize, where)
+    with reading(where):
+        rows = index[...]
+    hash_of = _index_hash()
+    if hash_of is not None:
+        stored = attr(index, "h5dcp.checksums", where)
+        if stored is None or np.asarray(stored).shape != (1,) or int(np.asarray(stored)[0]) != hash_of(rows.tobytes()):
+            raise FormatError("h5dcp: checksum mismatch in %s: the checkpoint is damaged" % where)
+    out, pack_sets = {}, {}
+    for i, row in enumerate(rows):
+        fqn = bytes(row["fqn"]).rstrip(b"\0").decode("utf-8", "surrogateescape")
+        name = bytes(row["dtype"]).rstrip(b"\0").decode("ascii", "replace")
+        what = "row %d ('%s') of %s" % (i, fqn, where)
+        if name not in DTYPES:
+            raise FormatError("h5dcp: %s has unknown dtype '%s'" % (what, name))
+        ndim = int(row["ndim"])
+        if not 0 <= ndim <= PACK_MAX_DIMS:
+            raise FormatError("h5dcp: %s has %d dimensions" % (what, ndim))
+        shape = tuple(int(n) for n in row["shape"][:ndim])
+        offset, count, slab_rows = int(row["offset"]), int(row["count"]), int(row["checksum_rows"])
+        if any(n < 0 for n in shape) or math.prod(shape) != count:
+            raise FormatError("h5dcp: %s has %d elements for the shape %s" % (what, count, list(shape)))
+        if name not in pack_sets:
+            link = name.encode()
+            if not packs.id.links.exists(link) or packs.id.links.get_info(link).type != h5py.h5l.TYPE_HARD:
+                raise FormatError("h5dcp: %s names the pack of %s, which is missing" % (what, name))
+            pack = packs[name]
+            check_storage(pack, "%s/%s" % (PACKS, name))
+            _check_type(pack, name, "%s/%s" % (PACKS, name))
+            if pack.ndim != 1:
+                raise FormatError("h5dcp: the pack of %s is not 1-D" % name)
+            pack_sets[name] = (pack, [])
+        pack, taken = pack_sets[name]
+        if offset < 0 or offset + count > pack.shape[0]:
+            raise FormatError("h5dcp: %s lies outside its pack: the checkpoint is damaged" % what)
+        if fqn in out:
+            raise FormatError("h5dcp: %s repeats an fqn of the index" % what)
+        torch_dtype, numpy_dtype, _ = DTYPES[name]
+        budget.claim(pack, count * np.dtype(numpy_dtype).itemsize, "packed tensor '%s'" % fqn)
+        info = TensorInfo(fqn, name, torch_dtype, numpy_dtype, shape, [], count > 0, pack_offset=offset)
+        if count:
+            taken.append((offset, count, fqn))
+            rows_total = shape[0] if shape else 1
+            if slab_rows <= 0 or (shape and slab_rows < rows_total):
+                raise FormatError("h5dcp: %s has a malformed checksum layout" % what)
+            if shape:
+                info.chunks = [Chunk((0,) * ndim, shape, slab_rows, [int(row["checksum"])])]
+            else:
+                info.scalar_checksum = int(row["checksum"])
+        elif shape:
+            info.chunks = [Chunk((0,) * ndim, shape, 0, [])]
+        out[fqn] = (pack, info)
+    for name, (_, taken) in pack_sets.items():
+        taken.sort()
+        for (o1, c1, f1), (o2, _, f2) in zip(taken, taken[1:]):
+            if o2 < o1 + c1:
+                raise FormatError("h5dcp: '%s' and '%s' share elements of the pack of %s: the checkpoint is damaged"
+                                  % (f1, f2, name))
+    return out

@@ -13,8 +13,9 @@ is iterative (a deep file cannot end in RecursionError)."""
 import h5py
 
 from ._errors import FormatError, reading
-from ._format import (MAX_DEPTH, Budget, check_key, check_storage, container_kind, in_position_order, leaf_kind,
-                      tensor_info, value_bytes)
+from ._format import (MAX_DEPTH, PACKS, Budget, check_key, check_storage, container_kind, escape_key,
+                      in_position_order, leaf_kind, packed_tensors, packs_known, tensor_info, unescape_key,
+                      value_bytes)
 
 
 class _Walk:
@@ -47,11 +48,34 @@ class _Walk:
             return group[link]
 
 
+class _Packed:
+    """A packed tensor met as a child of its container: its pack and info."""
+
+    def __init__(self, pack, info):
+        self.pack, self.info = pack, info
+
+
+def _packed_by_parent(f, fqn, budget):
+    """The packed tensors under the container `fqn` ("" for all), by the fqn
+    of their parent: {parent: [(link name, fqn, _Packed)]}."""
+    out = {}
+    for child, (pack, info) in packed_tensors(f, budget).items():
+        if fqn and not child.startswith(fqn + "/"):
+            continue
+        parent, _, name = child.rpartition("/")
+        out.setdefault(parent, []).append((name, child, _Packed(pack, info)))
+    return out
+
+
 def build(group, fqn, on_tensor, on_value):
     """The dict or list `group` (at `fqn`, "" for the root) as Python
     containers, each tensor dataset replaced by on_tensor(dataset, TensorInfo)
-    and each value dataset by on_value(dataset, kind, fqn)."""
+    and each value dataset by on_value(dataset, kind, fqn). A packed tensor
+    (format 1.2) comes as on_tensor(its pack, TensorInfo with pack_offset)."""
     walk = _Walk(group.file)
+    skip_packs = packs_known(group.file)
+    packed = _packed_by_parent(group.file, fqn, walk.budget) if skip_packs else {}
+    placed = set()
     with reading(fqn):
         walk.remember(h5py.h5o.get_info(group.id), fqn)
     top = [] if container_kind(group, fqn) == "list" else {}
@@ -64,13 +88,27 @@ def build(group, fqn, on_tensor, on_value):
         with reading(parent_fqn):
             links = list(parent)
         for link in links:
+            if skip_packs and not parent_fqn and link == PACKS:
+                continue  # read by packed_tensors
             child = link if not parent_fqn else parent_fqn + "/" + link
             obj = walk.child(parent, link, child)
             entries.append((check_key(obj, link, child), child, obj))
+        for name, child, obj in packed.get(parent_fqn, []):
+            key = unescape_key(name)
+            if any(c == child for _, c, _ in entries):
+                raise FormatError("h5dcp: the packed tensor '%s' is also an object of the tree: the checkpoint is "
+                                  "damaged" % child)
+            entries.append((key, child, obj))
+        placed.add(parent_fqn)
         if isinstance(out, list):
             entries = in_position_order(entries, parent_fqn)
+        else:  # the file's order, by link name, packed tensors among the others
+            entries.sort(key=lambda e: escape_key(e[0]).encode("utf-8", "surrogateescape"))
         for key, child, obj in entries:
-            if isinstance(obj, h5py.Group):
+            if isinstance(obj, _Packed):
+                value = None
+                leaves.append((out, key if isinstance(out, dict) else len(out), obj.pack, "tensor", child, obj.info))
+            elif isinstance(obj, h5py.Group):
                 if depth + 1 >= MAX_DEPTH:
                     raise FormatError("h5dcp: '%s' is nested %d containers deep, deeper than the %d h5dcp reads: "
                                       "the checkpoint is damaged" % (child, depth + 1, MAX_DEPTH))
@@ -92,6 +130,10 @@ def build(group, fqn, on_tensor, on_value):
                 out.append(value)
             else:
                 out[key] = value
+    stray = sorted(set(packed) - placed)
+    if stray:
+        raise FormatError("h5dcp: the packed tensor '%s' lies in no container of the checkpoint"
+                          % packed[stray[0]][0][1])
     for out, key, obj, kind, child, info in leaves:
         with reading(child):
             out[key] = on_tensor(obj, info) if kind == "tensor" else on_value(obj, kind, child)
@@ -111,6 +153,9 @@ def subtree(f, prefix):
             continue
         name = part.encode("utf-8", "surrogateescape")
         if not isinstance(obj, h5py.Group) or not obj.id.links.exists(name):
+            if fqn in packed_tensors(f, Budget(f)):
+                raise FormatError("h5dcp: the prefix '%s' of '%s' names a tensor or value, not a dict or list"
+                                  % (prefix, f.filename))
             raise KeyError("h5dcp: '%s' holds nothing at prefix '%s'" % (f.filename, prefix))
         if obj.id.links.get_info(name).type != h5py.h5l.TYPE_HARD:
             raise FormatError("h5dcp: the prefix '%s' of '%s' passes a soft or external link: h5dcp checkpoints "

@@ -12,6 +12,9 @@ usage: cli_test.py H5DCP CASE ARGS...
   diff_unequal A B                  exit 1, every expected difference line
   diff_tolerance A B                exit 1 exactly, 0 with --atol 0.01, 1 with --atol 1e-4
   verify_good FILE                  exit 0, "OK"
+  format_1_1 FILE WORKDIR           a copy rewritten as format 1.1 wrote it (no
+                                    packs, variable-length string attributes):
+                                    verify OK, diff equal, inspect says 1.1
   verify_damaged KIND FILE WORKDIR  damages a copy (truncated, tiling, bool, bytes,
                                     list, utf8); exit 1 naming the check and the key
   convert_errors FIXTURES WORKDIR   missing, legacy, unknown SRC: exit 3 with a
@@ -110,7 +113,7 @@ def case_inspect_json(h5dcp, path, golden):
 def case_inspect_text(h5dcp, path):
     out, _ = expect(h5dcp, 0, "inspect", path)
     lines = out.splitlines()
-    check(re.match(r"^.*known\.h5: h5dcp checkpoint, format 1\.1, written by h5dcp \d+\.\d+\.\d+ on 2 ranks at "
+    check(re.match(r"^.*known\.h5: h5dcp checkpoint, format 1\.2, written by h5dcp \d+\.\d+\.\d+ on 2 ranks at "
                    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", lines[0]), "header: " + lines[0])
     check(lines[1] == "6 tensors (150 B), 11 values, 6 containers", "totals: " + lines[1])
     for pattern in [r"^model/ +dict$", r"^  weight +float32 +\[6, 4\] +96 B +2 shards along dim 0$",
@@ -162,9 +165,28 @@ def case_verify_good(h5dcp, path):
                     r"data, checksums, values$", out, re.M), out)
 
 
+def case_format_1_1(h5dcp, path, workdir):
+    import h5py
+    from older_format import as_format_1_1
+    fresh(workdir)
+    target = os.path.join(workdir, "format-1.1.h5")
+    shutil.copyfile(path, target)
+    unpacked, strings = as_format_1_1(target)
+    check(unpacked >= 4 and strings > 20, "only %d tensors unpacked, %d strings rewritten" % (unpacked, strings))
+    with h5py.File(target, "r") as f:
+        check("%packs" not in f and list(f.attrs["h5dcp.format_version"]) == [1, 1], "not a format 1.1 file")
+        check(h5py.check_string_dtype(f.attrs.get_id("h5dcp.created").dtype).length is None,
+              "h5dcp.created is not a variable-length string")
+    case_verify_good(h5dcp, target)
+    case_diff_equal(h5dcp, path, target)
+    out, _ = expect(h5dcp, 0, "inspect", "--json", target)
+    check(json.loads(out)["format_version"] == [1, 1], "inspect --json does not say format 1.1:\n" + out[:400])
+
+
 def damage(kind, source, target):
     import h5py
     import numpy as np
+    from file_bytes import data_offset
     shutil.copyfile(source, target)
     if kind == "truncated":
         os.truncate(target, os.path.getsize(target) * 6 // 10)
@@ -181,8 +203,7 @@ def damage(kind, source, target):
                 r"chunk 0, slab \[0:3, 0:4\]\)"]
     if kind in ("bool", "utf8", "bytes"):
         name = {"bool": "model/mask", "utf8": "name", "bytes": "model/weight"}[kind]
-        with h5py.File(target, "r") as f:
-            offset = f[name].id.get_offset() + (4 * 4 + 1 if kind == "bytes" else 0)  # weight: a byte of row 1
+        offset = data_offset(target, name) + (4 * 4 + 1 if kind == "bytes" else 0)  # weight: a byte of row 1
         with open(target, "r+b") as f:
             f.seek(offset)
             f.write({"bool": b"\x07", "utf8": b"\xff\xfe", "bytes": b"\x5a"}[kind])
@@ -321,7 +342,8 @@ def case_bounded_memory(h5dcp, workdir):
 
 CASES = {"help": case_help, "usage": case_usage, "inspect_json": case_inspect_json, "inspect_text": case_inspect_text,
          "diff_equal": case_diff_equal, "diff_unequal": case_diff_unequal, "diff_tolerance": case_diff_tolerance,
-         "verify_good": case_verify_good, "verify_damaged": case_verify_damaged,
+         "verify_good": case_verify_good, "format_1_1": case_format_1_1,
+         "verify_damaged": case_verify_damaged,
          "convert_errors": case_convert_errors, "bounded_memory": case_bounded_memory,
          "progress": case_progress, "split": case_split}
 

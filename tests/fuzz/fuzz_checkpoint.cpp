@@ -1,9 +1,9 @@
 // Fuzz target: h5dcp's parsing of a checkpoint's attributes, by every reader.
 //
 // LLVMFuzzerInitialize saves one small valid checkpoint on MPI_COMM_SELF
-// (tensors of several dtypes, a 0-d and an empty one, a sharded tensor saved
-// as 2 chunks, nested dicts and lists, keys that need escaping, a value of
-// each encoding). Each input is a script of attribute mutations, applied with
+// (tensors of several dtypes saved as 2 chunks each, a 0-d, an empty and a
+// small whole one in the packs of format 1.2, nested dicts and lists, keys
+// that need escaping, a value of each encoding). Each input is a script of attribute mutations, applied with
 // plain serial HDF5 to a fresh copy of that file; then read_metadata,
 // CheckpointReader, verify_checkpoint, load_all and load read it. Any
 // h5dcp::Error is a right answer. A crash, a sanitizer report, an exception of
@@ -77,16 +77,30 @@ std::vector<std::string> g_objects;  // "/", then every object's path, in name o
 h5dcp::StateDict make_state(bool zero) {
   const auto values = [zero](at::Tensor t) { return zero ? at::zeros_like(t) : t; };
   const auto rows = at::arange(24, at::kFloat).reshape({6, 4});
+  // Two shards on one rank: the file records 2 chunks, and the tensor keeps
+  // a dataset of its own with its attributes (format 1.2 packs only tensors
+  // saved whole).
+  const auto halves = [&](at::Tensor t) {
+    t = values(t);
+    const auto cut = t.size(0) / 2;
+    std::vector<std::int64_t> second(static_cast<std::size_t>(t.dim()), 0);
+    second[0] = cut;
+    return h5dcp::ShardedTensor(t.sizes().vec(),
+                                {h5dcp::Shard{t.slice(0, 0, cut).clone(), std::vector<std::int64_t>(second.size(), 0)},
+                                 h5dcp::Shard{t.slice(0, cut).clone(), second}});
+  };
   h5dcp::StateDict model{
-      // One rank holding both shards: the file records 2 chunks.
+      // Rows [0:2] and [2:6], the chunks the seeds' chunk mutations start from.
       {"weight", h5dcp::ShardedTensor({6, 4}, {h5dcp::Shard{values(rows.slice(0, 0, 2).clone()), {0, 0}},
                                                h5dcp::Shard{values(rows.slice(0, 2, 6).clone()), {2, 0}}})},
-      {"bias", values(at::arange(4, at::kBFloat16))},
-      {"grid", values(at::arange(6, at::kHalf).reshape({2, 3}))},
-      {"mask", values(at::arange(5, at::kLong).remainder(2).to(at::kBool))},
-      {"ids", values(at::arange(3, at::kLong))},
-      {"small", values(at::arange(4, at::kInt).to(at::kChar).reshape({2, 2}))},
-      {"bytes", values(at::arange(3, at::kShort).to(at::kByte))},
+      {"bias", halves(at::arange(4, at::kBFloat16))},
+      {"grid", halves(at::arange(6, at::kHalf).reshape({2, 3}))},
+      {"mask", halves(at::arange(5, at::kLong).remainder(2).to(at::kBool))},
+      {"ids", halves(at::arange(3, at::kLong))},
+      {"small", halves(at::arange(4, at::kInt).to(at::kChar).reshape({2, 2}))},
+      {"bytes", halves(at::arange(3, at::kShort).to(at::kByte))},
+      // Saved whole and small: rows of the packs' index, no datasets.
+      {"norm", values(at::arange(3, at::kBFloat16))},
       {"scalar", values(at::scalar_tensor(2.5, at::kDouble))},
       {"empty", values(at::zeros({0, 3}, at::kFloat))},
   };

@@ -18,11 +18,12 @@ os.makedirs(out, exist_ok=True)
 
 # The objects of the checkpoint fuzz_checkpoint.cpp saves, in its order
 # ("/" first, then HDF5's name order, depth first).
-OBJECTS = ["/", "/%", "/%2E", "/a%2Fb%25c", "/blob", "/flag", "/model", "/model/bias", "/model/bytes",
-           "/model/empty", "/model/grid", "/model/ids", "/model/mask", "/model/scalar", "/model/small",
-           "/model/weight", "/nothing", "/optim", "/optim/param_groups", "/optim/param_groups/0",
-           "/optim/param_groups/0/betas", "/optim/param_groups/0/betas/0", "/optim/param_groups/0/betas/1",
-           "/optim/param_groups/0/lr", "/optim/param_groups/0/name", "/optim/state", "/pickled", "/step"]
+OBJECTS = ["/", "/%", "/%2E", "/%packs", "/%packs/bfloat16", "/%packs/float32", "/%packs/float64", "/%packs/index",
+           "/a%2Fb%25c", "/blob", "/flag", "/model", "/model/bias", "/model/bytes", "/model/grid", "/model/ids",
+           "/model/mask", "/model/small", "/model/weight", "/nothing", "/optim", "/optim/param_groups",
+           "/optim/param_groups/0", "/optim/param_groups/0/betas", "/optim/param_groups/0/betas/0",
+           "/optim/param_groups/0/betas/1", "/optim/param_groups/0/lr", "/optim/param_groups/0/name", "/optim/state",
+           "/pickled", "/step"]
 NAMES = ["format_version", "library_version", "world_size", "created", "checksum_algorithm", "key", "container",
          "kind", "dtype", "chunk_offsets", "chunk_sizes", "checksum_rows", "checksums"]
 DELETE, VSTRING, FSTRING, INTS = range(4)
@@ -116,8 +117,8 @@ seeds = {
     "chunks_one_dimension": ints(W, "chunk_offsets", [0, 2]),
     "chunks_count_mismatch": ints(W, "chunk_sizes", [6, 4]),
     "chunks_unsigned": ints(W, "chunk_offsets", [0, 0, 2**64 - 1, 0], "u64", [2, 2]),
-    "chunks_on_scalar": ints("/model/scalar", "chunk_offsets", [0]),
-    "chunks_empty_tensor": ints("/model/empty", "chunk_sizes", [1, 3], shape=[1, 2]),
+    "chunks_on_a_pack": ints("/%packs/float64", "chunk_offsets", [0]),
+    "chunks_on_the_index": ints("/%packs/index", "chunk_sizes", [1, 3], shape=[1, 2]),
     "chunks_missing": delete("/model/grid", "chunk_sizes"),
     # checksums
     "checksum_rows_zero": ints(W, "checksum_rows", [0, 4]),
@@ -132,6 +133,15 @@ seeds = {
     "value_checksum_wrong": ints("/step", "checksums", [1], "u64"),
     "value_checksum_two": ints("/blob", "checksums", [1, 2], "u64"),
     "value_checksum_deleted": delete("/pickled", "checksums"),
+    # format 1.2: the packs' index (model/norm, model/scalar and model/empty are its rows)
+    "index_checksum_wrong": ints("/%packs/index", "checksums", [12345], "u64"),
+    "index_checksum_two": ints("/%packs/index", "checksums", [1, 2], "u64"),
+    "index_checksum_deleted": delete("/%packs/index", "checksums"),
+    "index_checksum_string": string("/%packs/index", "checksums", "0"),
+    "packs_as_a_tensor": string("/%packs", "kind", "tensor") + string("/%packs", "dtype", "float32"),
+    "packs_as_a_dict": string("/%packs", "container", "dict") + string("/%packs", "key", "%packs"),
+    "pack_as_a_tensor": string("/%packs/bfloat16", "kind", "tensor") + string("/%packs/bfloat16", "key", "bfloat16"),
+    "root_older_than_packs": ints("/", "format_version", [1, 1]),
     # several at once
     "rechunked_consistently": ints(W, "chunk_offsets", [0, 0, 3, 0], shape=[2, 2])
     + ints(W, "chunk_sizes", [3, 4, 3, 4], shape=[2, 2]),

@@ -394,6 +394,121 @@ def _(f):
     group(f, "items", "list")
 
 
+# --- format 1.2: small tensors packed into one dataset per dtype, with an index table ---
+
+def index_dtype(fqn_bytes):
+    """The packs' index row (docs/FORMAT.md, "Packed tensors"): packed, in this order."""
+    return np.dtype([("fqn", h5py.string_dtype("utf-8", fqn_bytes)), ("dtype", h5py.string_dtype("ascii", 24)),
+                     ("ndim", "<i8"), ("shape", "<i8", (8,)), ("offset", "<i8"), ("count", "<i8"),
+                     ("checksum_rows", "<i8"), ("checksum", "<u8")])
+
+
+def packed(f, tensors, rows=None, index_checksum=None, pack_type=None):
+    """Version 1.2 with `tensors` ({fqn: numpy array}, float32 unless int64) packed
+    in fqn order; rows: the index rows to write instead of the true ones (each a
+    dict of the columns, the true ones' values where left out)."""
+    f.attrs["h5dcp.format_version"] = np.array([1, 2], dtype="<i8")
+    packs = f.create_group("%packs")
+    data, true_rows = {}, []
+    for fqn, array in sorted(tensors.items()):
+        array = np.ascontiguousarray(array)
+        name = "int64" if array.dtype == np.int64 else "float32"
+        at = sum(a.size for a in data.get(name, []))
+        data.setdefault(name, []).append(array.ravel())
+        true_rows.append({"fqn": fqn, "dtype": name, "ndim": array.ndim,
+                          "shape": list(array.shape) + [0] * (8 - array.ndim), "offset": at, "count": array.size,
+                          "checksum_rows": (array.shape[0] if array.ndim else 1) if array.size else 0,
+                          "checksum": xxhash.xxh3_64_intdigest(array.tobytes()) if array.size else 0})
+    for name, arrays in data.items():
+        packs.create_dataset(name, data=np.concatenate(arrays), dtype=pack_type or ("<i8" if name == "int64" else "<f4"))
+    rows = true_rows if rows is None else [{**true_rows[min(i, len(true_rows) - 1)], **r} for i, r in enumerate(rows)]
+    fqn_bytes = max(1, max(len(r["fqn"].encode()) for r in rows))
+    table = np.array([tuple(r[c] for c in index_dtype(1).names) for r in rows], dtype=index_dtype(fqn_bytes))
+    index = packs.create_dataset("index", data=table)
+    index.attrs["h5dcp.checksums"] = np.array(
+        [xxhash.xxh3_64_intdigest(table.tobytes()) if index_checksum is None else index_checksum], dtype="<u8")
+    return packs
+
+
+SMALL = {"w": np.arange(12, dtype="<f4").reshape(3, 4), "b": np.arange(5, dtype="<f4"),
+         "step": np.array(7, dtype="<i8")}
+
+
+@case("accept-packed.h5", "format 1.2: tensors packed at the root, in a dict and in a list, one empty, one 0-d, "
+      "beside a tensor dataset")
+def _(f):
+    group(f, "layers", "list")
+    group(f, "norm", "dict")
+    tensor(f, "big", np.arange(6, dtype="<f4"))
+    packed(f, {**SMALL, "layers/0": np.ones(3, "<f4"), "layers/1": np.zeros(3, "<f4"), "norm/weight": np.ones(2, "<f4"),
+               "empty": np.zeros((0, 3), "<f4")})
+
+
+@case("refuse-packed-outside.h5", "a packed tensor's row reaches past the end of its pack")
+def _(f):
+    packed(f, SMALL, rows=[{}, {"offset": 10}, {}])
+
+
+@case("refuse-packed-overlap.h5", "two packed tensors share elements of the float32 pack")
+def _(f):
+    packed(f, SMALL, rows=[{}, {"fqn": "step"}, {"fqn": "w", "offset": 2}])
+
+
+@case("refuse-packed-duplicate.h5", "the index names 'b' twice")
+def _(f):
+    packed(f, {"b": np.arange(5, dtype="<f4"), "c": np.arange(5, dtype="<f4")}, rows=[{}, {"fqn": "b"}])
+
+
+@case("refuse-packed-also-dataset.h5", "the packed tensor 'big' is also a tensor dataset of the tree")
+def _(f):
+    tensor(f, "big", np.arange(6, dtype="<f4"))
+    packed(f, {"big": np.arange(6, dtype="<f4")})
+
+
+@case("refuse-packed-orphan.h5", "the packed tensor 'nowhere/w' lies in no container")
+def _(f):
+    packed(f, {"nowhere/w": np.arange(4, dtype="<f4")})
+
+
+@case("refuse-packed-wrong-type.h5", "the float32 pack is stored as int32")
+def _(f):
+    packed(f, {"b": np.arange(5, dtype="<f4")}, pack_type="<i4")
+
+
+@case("refuse-packed-index-checksum.h5", "the packs' index does not match its checksum")
+def _(f):
+    packed(f, SMALL, index_checksum=12345)
+
+
+@case("refuse-packed-huge.h5", "a packed row claims a [2^31, 2^31] tensor in a pack of 17 elements")
+def _(f):
+    packed(f, SMALL, rows=[{"ndim": 2, "shape": [2**31, 2**31] + [0] * 6, "count": 2**62}, {}, {}])
+
+
+@case("refuse-packed-shape-count.h5", "a packed row's count is not its shape's product")
+def _(f):
+    packed(f, SMALL, rows=[{"count": 4}, {}, {}])
+
+
+@case("refuse-packs-in-1.1.h5", "a %packs group in a format 1.1 file (no h5dcp.key: not a container)")
+def _(f):
+    packed(f, SMALL)
+    f.attrs["h5dcp.format_version"] = np.array([1, 1], dtype="<i8")
+
+
+@case("refuse-external-packed.h5", "format 1.2: the float32 pack keeps its raw data in a file outside the input")
+def _(f):
+    f.attrs["h5dcp.format_version"] = np.array([1, 2], dtype="<i8")
+    outside_file(f, OUTSIDE_SECRET, SECRET_BYTES)
+    packs = f.create_group("%packs")
+    packs.create_dataset("float32", shape=(4,), dtype="<f4", external=[(OUTSIDE_SECRET, 0, 16)])
+    rows = [{"fqn": "b", "dtype": "float32", "ndim": 1, "shape": [4] + [0] * 7, "offset": 0, "count": 4,
+             "checksum_rows": 4, "checksum": xxhash.xxh3_64_intdigest(SECRET_BYTES[:16])}]
+    table = np.array([tuple(r[c] for c in index_dtype(1).names) for r in rows], dtype=index_dtype(1))
+    index = packs.create_dataset("index", data=table)
+    index.attrs["h5dcp.checksums"] = np.array([xxhash.xxh3_64_intdigest(table.tobytes())], dtype="<u8")
+
+
 def write_all(out):
     os.makedirs(out, exist_ok=True)
     for name, what, fn, libver in CASES:

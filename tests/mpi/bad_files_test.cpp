@@ -17,8 +17,12 @@
 namespace h5dcp {
 namespace {
 
+// The good file's one tensor: 80 KiB, above format 1.2's packs (64 KiB), so
+// it is a dataset of its own whose attributes the tests damage.
+const Shape kShape{160, 128};
+
 std::string load_error(const std::string& path) {
-  StateDict target{{"w", at::zeros({16, 8})}};
+  StateDict target{{"w", at::zeros(kShape)}};
   try {
     load(target, path);
   } catch (const CheckpointError& e) {
@@ -33,7 +37,7 @@ class BadFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     good_ = dir_.file("good.h5");
-    save(StateDict{{"w", test::reference_tensor({16, 8}, at::kFloat)}}, good_);
+    save(StateDict{{"w", test::reference_tensor(kShape, at::kFloat)}}, good_);
   }
   // Runs `make` on rank 0 only, then every rank continues.
   template <typename Fn>
@@ -155,14 +159,14 @@ TEST_F(BadFiles, ANewerMajorFormatVersionIsRefused) {
   EXPECT_NE(message.find("upgrade h5dcp"), std::string::npos) << message;
   // Format 1.0 (before PyTorch 2.x's dtypes) and a newer minor version load.
   const auto old = with_attribute("v1_0.h5", "/", "h5dcp.format_version", {1, 0});
-  StateDict old_target{{"w", at::zeros({16, 8})}};
+  StateDict old_target{{"w", at::zeros(kShape)}};
   load(old_target, old);
   EXPECT_TRUE(
-      test::bitwise_equal(std::get<at::Tensor>(old_target.at("w")), test::reference_tensor({16, 8}, at::kFloat)));
+      test::bitwise_equal(std::get<at::Tensor>(old_target.at("w")), test::reference_tensor(kShape, at::kFloat)));
   const auto minor = with_attribute("v1_9.h5", "/", "h5dcp.format_version", {1, 9});
-  StateDict target{{"w", at::zeros({16, 8})}};
+  StateDict target{{"w", at::zeros(kShape)}};
   load(target, minor);
-  EXPECT_TRUE(test::bitwise_equal(std::get<at::Tensor>(target.at("w")), test::reference_tensor({16, 8}, at::kFloat)));
+  EXPECT_TRUE(test::bitwise_equal(std::get<at::Tensor>(target.at("w")), test::reference_tensor(kShape, at::kFloat)));
 }
 
 TEST_F(BadFiles, DamagedMetadata) {
@@ -170,7 +174,7 @@ TEST_F(BadFiles, DamagedMetadata) {
   EXPECT_NE(message.find("unknown dtype 'complex256'"), std::string::npos) << message;
   message = load_error(with_attribute("lies.h5", "/w", "h5dcp.dtype", {}, "int32"));
   EXPECT_NE(message.find("is marked int32 but its HDF5 type is different"), std::string::npos) << message;
-  message = load_error(with_attribute("chunks.h5", "/w", "h5dcp.chunk_sizes", {99, 8}));
+  message = load_error(with_attribute("chunks.h5", "/w", "h5dcp.chunk_sizes", {999, 128}));
   EXPECT_NE(message.find("outside its shape"), std::string::npos) << message;
   message = load_error(with_attribute("sums.h5", "/w", "h5dcp.checksum_rows", {1, 2, 3}));
   EXPECT_NE(message.find("checksum rows"), std::string::npos) << message;
@@ -261,7 +265,8 @@ TEST_F(BadFiles, SizesBeyondTheFileAreRefusedBeforeAllocating) {
 TEST_F(BadFiles, OverlappingChunksAreRefusedOnEveryLoad) {
   const auto reference = test::reference_tensor({4, 2}, at::kFloat);
   const auto path = dir_.file("overlap.h5");
-  save(StateDict{{"w", reference}}, path);
+  // Saved as two chunks: a dataset of its own, not packed (format 1.2).
+  save(StateDict{{"w", test::grid_shards(reference, 2, 1, test::world_rank(), test::world_size())}}, path);
   on_rank0([&] {
     const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     const hid_t d = H5Dopen2(f, "w", H5P_DEFAULT);

@@ -1,15 +1,14 @@
 // Checksums: computed while writing, stored with the data, verified on every
 // load (resharded included); flipped bytes are named, never loaded.
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
-#include <unistd.h>
 #include <algorithm>
 
 #include <fstream>
 #include <iterator>
 
+#include "file_bytes.hpp"
 #include "h5dcp/h5dcp.hpp"
 #include "test_support.hpp"
 
@@ -17,30 +16,9 @@ namespace h5dcp {
 namespace {
 
 using test::bitwise_equal;
+using test::data_offset;
+using test::flip_byte;
 using test::reference_tensor;
-
-// The file offset of byte `byte` of dataset `path`'s (contiguous) data.
-std::int64_t data_offset(const std::string& file, const std::string& path, std::int64_t byte) {
-  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  const hid_t d = H5Dopen2(f, path.c_str(), H5P_DEFAULT);
-  const auto offset = static_cast<std::int64_t>(H5Dget_offset(d));
-  H5Dclose(d);
-  H5Fclose(f);
-  return offset + byte;
-}
-
-// Flips every bit of one byte of the file (on rank 0; everyone waits).
-void flip_byte(const std::string& file, std::int64_t offset) {
-  if (test::world_rank() == 0) {
-    const int fd = ::open(file.c_str(), O_RDWR);
-    unsigned char b = 0;
-    ASSERT_EQ(::pread(fd, &b, 1, offset), 1);
-    b = static_cast<unsigned char>(~b);
-    ASSERT_EQ(::pwrite(fd, &b, 1, offset), 1);
-    ::close(fd);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
 
 template <typename Fn>
 std::string checkpoint_error(Fn&& fn) {

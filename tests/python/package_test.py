@@ -23,6 +23,9 @@ import h5dcp
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
 from read_with_h5py import mapped, same  # noqa: E402  (the comparison the interop tests use)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from file_bytes import data_offset  # noqa: E402
+from older_format import as_format_1_1  # noqa: E402
 
 import warnings  # noqa: E402
 warnings.filterwarnings("ignore", message="ComplexHalf support is experimental")
@@ -40,22 +43,27 @@ def tensors_in(value):
 
 
 class Copy:
-    """A writable copy of the first checkpoint in a temporary directory."""
+    """A writable copy of a checkpoint in a temporary directory: by default
+    the last one, saved by 3 ranks, whose tensors are datasets with their
+    attributes (the first, saved by one rank, holds its small tensors in
+    format 1.2's packs)."""
+
+    def __init__(self, source=None):
+        self.source = source or CHECKPOINTS[-1]
 
     def __enter__(self):
         self.dir = tempfile.mkdtemp()
         self.path = os.path.join(self.dir, "ckpt.h5")
-        shutil.copyfile(CHECKPOINTS[0], self.path)
+        shutil.copyfile(self.source, self.path)
         return self.path
 
     def __exit__(self, *exc):
         shutil.rmtree(self.dir)
 
 
-def flip_byte(path, dataset, at=0):
-    with h5py.File(path, "r") as f:
-        offset = f[dataset].id.get_offset()
-    assert offset is not None, dataset
+def flip_byte(path, fqn, at=0):
+    offset = data_offset(path, fqn)
+    assert offset is not None, fqn
     with open(path, "r+b") as raw:
         raw.seek(offset + at)
         byte = raw.read(1)
@@ -90,6 +98,21 @@ class LoadStateDict(unittest.TestCase):
         with self.assertRaisesRegex(h5dcp.FormatError, "names a tensor or value, not a dict or list"):
             h5dcp.load_state_dict(CHECKPOINTS[-1], prefix="module/0.weight")
 
+    def test_a_format_1_1_file_loads_the_same_and_verifies(self):
+        # The checkpoint of one rank, its small tensors in packs, rewritten as
+        # format 1.1 wrote it: a dataset per tensor, variable-length strings.
+        with Copy(CHECKPOINTS[0]) as path:
+            unpacked, strings = as_format_1_1(path)
+            self.assertGreater(unpacked, 20)
+            self.assertGreater(strings, 100)
+            failures = []
+            same(mapped(torch.load(ORIGINAL, weights_only=False)), h5dcp.load_state_dict(path, verify=True), "",
+                 failures)
+            self.assertEqual(failures, [])
+            report, packed = h5dcp.verify(path), h5dcp.verify(CHECKPOINTS[0])
+            self.assertTrue(report.ok)
+            self.assertEqual((report.tensors, report.slabs), (packed.tensors, packed.slabs))
+
     def test_a_missing_file_is_file_not_found(self):
         with self.assertRaises(FileNotFoundError):
             h5dcp.load_state_dict("/nonexistent/ckpt.h5")
@@ -106,20 +129,22 @@ class Verify(unittest.TestCase):
             self.assertGreater(report.values, 20)
 
     def test_a_damaged_slab_is_named_by_verify_and_by_verified_loads(self):
-        with Copy() as path:
-            flip_byte(path, "dtypes/float32", 5)
-            with self.assertRaises(h5dcp.ChecksumError) as caught:
-                h5dcp.verify(path)
-            self.assertIn("dtypes/float32", str(caught.exception))
-            self.assertEqual([fqn for fqn, _ in caught.exception.problems], ["dtypes/float32"])
-            report = h5dcp.verify(path, raise_on_error=False)
-            self.assertFalse(report.ok)
-            with self.assertRaisesRegex(h5dcp.ChecksumError, "tensor 'dtypes/float32': the slab at \\[0, 0\\]"):
-                h5dcp.load_state_dict(path, verify=True)
-            # Unverified, the damaged bytes come through: the checksum is what caught them.
-            damaged = h5dcp.load_state_dict(path, prefix="dtypes")["float32"]
-            sound = h5dcp.load_state_dict(CHECKPOINTS[0], prefix="dtypes")["float32"]
-            self.assertFalse(torch.equal(damaged.view(torch.int32), sound.view(torch.int32)))
+        # In a pack (the checkpoint of one rank) and in a dataset of its own.
+        for source in (CHECKPOINTS[0], CHECKPOINTS[-1]):
+            with self.subTest(source=source), Copy(source) as path:
+                flip_byte(path, "dtypes/float32", 5)
+                with self.assertRaises(h5dcp.ChecksumError) as caught:
+                    h5dcp.verify(path)
+                self.assertIn("dtypes/float32", str(caught.exception))
+                self.assertEqual([fqn for fqn, _ in caught.exception.problems], ["dtypes/float32"])
+                report = h5dcp.verify(path, raise_on_error=False)
+                self.assertFalse(report.ok)
+                with self.assertRaisesRegex(h5dcp.ChecksumError, "tensor 'dtypes/float32': the slab at \\[0, 0\\]"):
+                    h5dcp.load_state_dict(path, verify=True)
+                # Unverified, the damaged bytes come through: the checksum is what caught them.
+                damaged = h5dcp.load_state_dict(path, prefix="dtypes")["float32"]
+                sound = h5dcp.load_state_dict(source, prefix="dtypes")["float32"]
+                self.assertFalse(torch.equal(damaged.view(torch.int32), sound.view(torch.int32)))
 
     def test_a_damaged_value_is_named(self):
         with Copy() as path:
@@ -185,7 +210,7 @@ class Hostile(unittest.TestCase):
 
     def test_checksums_that_do_not_count_the_slabs(self):
         self.expect(lambda f: f["dtypes/float32"].attrs.__setitem__("h5dcp.checksums", np.zeros(9, np.uint64)),
-                    "tensor 'dtypes/float32' has 9 checksums for 1 slabs")
+                    "tensor 'dtypes/float32' has 9 checksums for 3 slabs")
 
     def test_a_list_without_an_element(self):
         def mutate(f):
@@ -201,14 +226,15 @@ class Hostile(unittest.TestCase):
         self.expect(lambda f: f["one/only"].attrs.__setitem__("h5dcp.kind", "exec"), "'one/only' has unknown kind 'exec'")
 
     def test_a_bool_tensor_holding_two(self):
-        with Copy() as path:
-            with h5py.File(path, "r") as f:
-                offset = f["dtypes/bool"].id.get_offset()
-            with open(path, "r+b") as raw:
-                raw.seek(offset)
-                raw.write(b"\x02")
-            with self.assertRaisesRegex(h5dcp.FormatError, "bool tensor 'dtypes/bool' holds values other than 0 and 1"):
-                h5dcp.load_state_dict(path)
+        for source in (CHECKPOINTS[0], CHECKPOINTS[-1]):  # in a pack and in a dataset
+            with self.subTest(source=source), Copy(source) as path:
+                offset = data_offset(path, "dtypes/bool")
+                with open(path, "r+b") as raw:
+                    raw.seek(offset)
+                    raw.write(b"\x02")
+                with self.assertRaisesRegex(h5dcp.FormatError,
+                                            "bool tensor 'dtypes/bool' holds values other than 0 and 1"):
+                    h5dcp.load_state_dict(path)
 
     def test_a_pickle_value_is_returned_as_bytes_never_executed(self):
         with tempfile.TemporaryDirectory() as tmp:

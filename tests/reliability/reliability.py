@@ -112,7 +112,8 @@ def scaled(seconds):
 
 def run(cmd, limit, env=None):
     """Runs cmd in its own process group; (returncode or None on a hang, stdout)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    # errors="replace": a message may quote bytes of a damaged file that are not UTF-8.
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env,
                          start_new_session=True)
     try:
         out, _ = p.communicate(timeout=limit)

@@ -44,6 +44,16 @@ std::string error_of(const std::vector<SavePlan>& plans) {
   return "";
 }
 
+TEST(ChunkGeometry, LinearOffsetsAreRowMajor) {
+  const Shape cube{4, 5, 6};
+  const auto strides = contiguous_strides(cube);
+  EXPECT_EQ(strides, (Shape{30, 6, 1}));
+  EXPECT_EQ(linear_offset({0, 0, 0}, strides), 0);
+  EXPECT_EQ(linear_offset({1, 2, 3}, strides), 30 + 12 + 3);
+  EXPECT_EQ(linear_offset({3, 4, 5}, strides), 4 * 5 * 6 - 1);
+  EXPECT_EQ(linear_offset({}, {}), 0);  // a 0-d tensor's one element
+}
+
 TEST(ChunkGeometry, ContiguousInTheFileMeansRowBlocks) {
   const Shape matrix{8, 4};
   EXPECT_TRUE(is_contiguous_in({{2, 0}, {3, 4}}, matrix));   // rows

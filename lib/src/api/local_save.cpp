@@ -55,7 +55,8 @@ void write_copy(const std::string& path, const GlobalSavePlan& plan, const std::
                 const LocalFileIdentity& identity, const std::vector<BlockWrite>& blocks,
                 const std::function<const void*(std::size_t)>& data, bool rewrite) {
   auto writer = rewrite ? std::make_unique<ContainerWriter>(path, plan, ContainerWriter::Rewrite{})
-                        : std::make_unique<ContainerWriter>(path, MPI_COMM_NULL, plan);
+                        // One dataset per tensor: the chunk owners are attributes of each.
+                        : std::make_unique<ContainerWriter>(path, MPI_COMM_NULL, plan, /*pack_max_bytes=*/-1);
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const auto& b = blocks[i];
     if (b.bytes > 0) writer->write_block(b.tensor, plan.tensors[b.tensor].chunks[b.chunk].chunk, data(i));

@@ -9,13 +9,12 @@
 namespace h5dcp::detail {
 
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
-  const auto type = string_type();
+  const auto type = fixed_string_type(value.size());
   Handle space(check_id(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
   Handle attr(check_id(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
                        "creating attribute " + name),
               H5Aclose);
-  const char* data = value.c_str();
-  check_status(H5Awrite(attr.get(), type.get(), &data), "writing attribute " + name);
+  check_status(H5Awrite(attr.get(), type.get(), value.c_str()), "writing attribute " + name);
   attr.close("attribute " + name);
 }
 
@@ -106,7 +105,7 @@ std::string read_string_attribute(hid_t object, const std::string& name, const s
     throw FormatError("h5dcp: attribute '" + name + "' of " + where + " is not a single string");
   if (H5Tis_variable_str(type.get()) > 0) {
     char* data = nullptr;
-    const auto mem = string_type();
+    const auto mem = variable_string_memory_type(type.get());
     check_status(H5Aread(attr.get(), mem.get(), &data), "reading attribute " + name);
     std::string value = data ? data : "";
     H5free_memory(data);

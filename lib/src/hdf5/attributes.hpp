@@ -12,6 +12,8 @@
 
 namespace h5dcp::detail {
 
+/// A scalar fixed-length UTF-8 string attribute, NUL-padded (types.hpp says
+/// why never variable length).
 void write_string_attribute(Hid object, const std::string& name, const std::string& value);
 /// A 1-D attribute, or 2-D of `rows` x (size / rows) when `rows` is given.
 void write_int64_attribute(Hid object, const std::string& name, const std::vector<std::int64_t>& values,

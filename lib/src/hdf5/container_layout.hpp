@@ -36,4 +36,9 @@ inline constexpr const char* kChunkSizes = "h5dcp.chunk_sizes";      // tensors:
 inline constexpr const char* kChecksumRows = "h5dcp.checksum_rows";  // tensors: int64[chunks], rows per slab
 inline constexpr const char* kChecksums = "h5dcp.checksums";         // tensors: uint64[slabs]; values: uint64[1]
 
+// Format 1.2: the packs of small tensors (hdf5/pack_index.hpp). No escaped
+// key is `%packs`: escaping makes a `%` only in `%25`, `%2F`, `%2E` and `%`.
+inline constexpr const char* kPacks = "%packs";     // root group: a 1-D dataset per dtype, and the index
+inline constexpr const char* kPackIndex = "index";  // compound table, a row per packed tensor; h5dcp.checksums
+
 }  // namespace h5dcp::detail::layout

@@ -3,6 +3,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "hdf5/dataspace.hpp"
 #include "hdf5/hdf5_error.hpp"
 #include "hdf5/hdf5_file.hpp"
+#include "hdf5/pack_index.hpp"
 #include "hdf5/types.hpp"
 #include "hdf5/value_datasets.hpp"
 #include "plan/checksum_layout.hpp"
@@ -151,8 +153,15 @@ TensorChecksums read_tensor_checksums(hid_t dataset, const TensorStorageMetadata
 // followed.
 class IndexWalk {
  public:
-  IndexWalk(CheckpointIndex& index, const std::string& path, ByteBudget& budget, bool require_exact_tiling)
-      : index_(index), path_(path), budget_(budget), require_exact_tiling_(require_exact_tiling) {}
+  /// packs_known: the file's format has packs (1.2 and later), whose group
+  /// at the root is read by read_pack_index, not walked.
+  IndexWalk(CheckpointIndex& index, const std::string& path, ByteBudget& budget, bool require_exact_tiling,
+            bool packs_known)
+      : index_(index),
+        path_(path),
+        budget_(budget),
+        require_exact_tiling_(require_exact_tiling),
+        packs_known_(packs_known) {}
 
   void walk_root(hid_t root) {
     H5O_info_t info{};
@@ -179,6 +188,7 @@ class IndexWalk {
   static herr_t visit_link(hid_t group, const char* name, const H5L_info_t* link, void* data) {
     auto* visit = static_cast<Visit*>(data);
     try {
+      if (visit->prefix.empty() && visit->self->packs_known_ && std::string_view(name) == layout::kPacks) return 0;
       const auto fqn = visit->prefix.empty() ? std::string(name) : visit->prefix + "/" + name;
       if (link->type != H5L_TYPE_HARD)
         throw FormatError("h5dcp: '" + fqn + "' in '" + visit->self->path_ + "' is " +
@@ -248,8 +258,45 @@ class IndexWalk {
   const std::string& path_;
   ByteBudget& budget_;
   bool require_exact_tiling_;
+  bool packs_known_;
   std::map<std::pair<unsigned long, haddr_t>, std::string> seen_;  ///< object address -> the fqn it was read as
 };
+
+// Whether `fqn` is a path h5dcp could have written: escaped components
+// joined by '/', none empty.
+bool well_formed_fqn(const std::string& fqn) {
+  std::size_t start = 0;
+  for (;;) {
+    const auto slash = fqn.find('/', start);
+    const auto component = fqn.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    try {
+      if (component.empty() || escape_link_name(unescape_link_name(component)) != component) return false;
+    } catch (const Error&) {
+      return false;
+    }
+    if (slash == std::string::npos) return true;
+    start = slash + 1;
+  }
+}
+
+// The packed tensors (format 1.2) into the index: each where the tree has
+// room for it (its parent a container, its fqn no other object's).
+void add_packed_tensors(CheckpointIndex& index, hid_t root, const std::string& path, ByteBudget& budget) {
+  auto& md = index.metadata;
+  for (auto& row : read_pack_index(root, path, budget.left())) {
+    const std::string where = "the packed tensor '" + row.fqn + "' in '" + path + "'";
+    if (!well_formed_fqn(row.fqn)) throw FormatError("h5dcp: " + where + " has a malformed name");
+    const auto slash = row.fqn.rfind('/');
+    if (slash != std::string::npos && md.containers.count(row.fqn.substr(0, slash)) == 0)
+      throw FormatError("h5dcp: " + where + " lies in no container of the checkpoint");
+    if (md.state_dict_metadata.count(row.fqn) != 0 || md.containers.count(row.fqn) != 0)
+      throw FormatError("h5dcp: " + where + " is also an object of the tree: the checkpoint is damaged");
+    budget.claim(row.count * static_cast<std::int64_t>(dtype_size(row.dtype)), where);
+    if (row.count > 0) index.checksums.emplace(row.fqn, TensorChecksums{{row.checksum_rows}, {row.checksum}});
+    ChunkStorageMetadata whole{Shape(row.shape.size(), 0), row.shape};
+    md.state_dict_metadata.emplace(row.fqn, TensorStorageMetadata{{row.dtype}, row.shape, {std::move(whole)}});
+  }
+}
 
 }  // namespace
 
@@ -279,7 +326,10 @@ CheckpointIndex read_container_index(const std::string& path, bool require_exact
   check_status(H5Fget_filesize(root, &file_bytes), "measuring '" + path + "'");
   ByteBudget budget(static_cast<std::int64_t>(std::min<hsize_t>(file_bytes, std::numeric_limits<std::int64_t>::max())),
                     path);
-  IndexWalk(index, path, budget, require_exact_tiling).walk_root(root);
+  const bool packs_known =
+      md.format_version_major > 1 || (md.format_version_major == 1 && md.format_version_minor >= 2);
+  IndexWalk(index, path, budget, require_exact_tiling, packs_known).walk_root(root);
+  if (packs_known) add_packed_tensors(index, root, path, budget);
   file.close("'" + path + "'");
   return index;
 }
@@ -288,9 +338,77 @@ ContainerReader::ContainerReader(const std::string& path, MPI_Comm comm)
     : path_(path),
       file_(open_file_read_only(path, comm)),
       dxpl_(transfer_properties(comm, /*collective=*/false)),
-      read_ahead_(path) {}
+      read_ahead_(path) {
+  hsize_t file_bytes = 0;
+  check_status(H5Fget_filesize(file_.get(), &file_bytes), "measuring '" + path + "'");
+  for (auto& row : read_pack_index(
+           file_.get(), path,
+           static_cast<std::int64_t>(std::min<hsize_t>(file_bytes, std::numeric_limits<std::int64_t>::max()))))
+    packed_.emplace(row.fqn, std::move(row));
+}
+
+hid_t ContainerReader::pack(DType dtype) {
+  auto it = packs_.find(dtype);
+  if (it == packs_.end()) {
+    const auto name = std::string(layout::kPacks) + "/" + std::string(dtype_name(dtype));
+    Handle d(check_id(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT), "opening the pack of " + name), H5Dclose);
+    it = packs_.emplace(dtype, std::move(d)).first;
+  }
+  return it->second.get();
+}
+
+void ContainerReader::read_pack_range(DType dtype, std::int64_t first, std::int64_t count, void* out,
+                                      const std::string& fqn) {
+  const hid_t d = pack(dtype);
+  Handle file_space(check_id(H5Dget_space(d), "H5Dget_space"), H5Sclose);
+  select_block(file_space.get(), {{first}, {count}}, fqn);
+  const auto mem_space = dataspace_of({count});
+  const auto type = hdf5_type(dtype);
+  check_status(H5Dread(d, type.get(), mem_space.get(), file_space.get(), dxpl_.get(), out),
+               "reading the packed tensor '" + fqn + "' from '" + path_ + "'");
+}
+
+// A block of a packed tensor: one range of its pack when it is one range of
+// the tensor, else the whole tensor (at most kPackedTensorMaxBytes) read and
+// the block's rows copied out.
+void ContainerReader::read_packed(const std::string& fqn, const PackIndexRow& row, DType dtype,
+                                  const ChunkStorageMetadata& box, void* out) {
+  if (dtype != row.dtype)
+    throw FormatError("h5dcp: '" + fqn + "' in '" + path_ + "' is stored as " + std::string(dtype_name(row.dtype)) +
+                      ", not " + std::string(dtype_name(dtype)));
+  if (!contains({Shape(row.shape.size(), 0), row.shape}, box))
+    throw FormatError("h5dcp: block " + describe_box(box) + " lies outside '" + fqn + "' of shape " +
+                      describe_shape(row.shape));
+  const auto size = static_cast<std::int64_t>(dtype_size(dtype));
+  const auto strides = contiguous_strides(row.shape);
+  if (is_contiguous_in(box, row.shape)) {
+    read_pack_range(dtype, row.offset + linear_offset(box.offsets, strides), volume(box.sizes), out, fqn);
+    return;
+  }
+  std::vector<char> whole(static_cast<std::size_t>(row.count * size));
+  read_pack_range(dtype, row.offset, row.count, whole.data(), fqn);
+  // Row after row of the innermost dimension, an odometer over the others.
+  const auto ndim = box.sizes.size();
+  const auto run = static_cast<std::size_t>(box.sizes.back() * size);
+  Shape at = box.offsets;
+  auto* dst = static_cast<char*>(out);
+  for (bool more = true; more;) {
+    std::memcpy(dst, whole.data() + linear_offset(at, strides) * size, run);
+    dst += run;
+    more = false;
+    for (std::size_t d = ndim - 1; d-- > 0;) {
+      if (++at[d] < box.offsets[d] + box.sizes[d]) {
+        more = true;
+        break;
+      }
+      at[d] = box.offsets[d];
+    }
+  }
+}
 
 hid_t ContainerReader::dataset(const std::string& fqn) {
+  if (packed_.count(fqn) != 0)
+    throw FormatError("h5dcp: '" + fqn + "' in '" + path_ + "' is a packed tensor, not a dataset of its own");
   auto it = datasets_.find(fqn);
   if (it == datasets_.end()) {
     const auto name = "/" + fqn;
@@ -304,6 +422,14 @@ hid_t ContainerReader::dataset(const std::string& fqn) {
 void ContainerReader::will_read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box) {
   const auto elements = volume(box.sizes);
   if (elements == 0) return;
+  if (const auto it = packed_.find(fqn); it != packed_.end()) {
+    // The whole tensor: it is small, and read whole unless the block is one range.
+    const auto size = static_cast<std::int64_t>(dtype_size(it->second.dtype));
+    const haddr_t start = H5Dget_offset(pack(it->second.dtype));
+    if (start != HADDR_UNDEF)
+      read_ahead_.will_read(static_cast<std::int64_t>(start) + it->second.offset * size, it->second.count * size);
+    return;
+  }
   const hid_t d = dataset(fqn);
   // Contiguous layout only: H5Dget_offset has no address otherwise.
   const haddr_t start = H5Dget_offset(d);
@@ -333,6 +459,10 @@ void ContainerReader::will_read(const std::string& fqn, DType dtype, const Chunk
 void ContainerReader::read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box, void* out) {
   if (volume(box.sizes) == 0) return;
   read_ahead_.read(volume(box.sizes) * static_cast<std::int64_t>(dtype_size(dtype)));
+  if (const auto it = packed_.find(fqn); it != packed_.end()) {
+    read_packed(fqn, it->second, dtype, box, out);
+    return;
+  }
   const hid_t d = dataset(fqn);
   const auto type = hdf5_type(dtype);
   Handle file_space(check_id(H5Dget_space(d), "H5Dget_space"), H5Sclose);
@@ -344,11 +474,13 @@ void ContainerReader::read(const std::string& fqn, DType dtype, const ChunkStora
 
 void ContainerReader::abandon() noexcept {
   for (auto& [fqn, d] : datasets_) d.abandon();
+  for (auto& [dtype, d] : packs_) d.abandon();
   file_.abandon();
 }
 
 void ContainerReader::close() {
   for (auto& [fqn, d] : datasets_) d.close("the dataset of '" + fqn + "'");
+  for (auto& [dtype, d] : packs_) d.close("the pack of " + std::string(dtype_name(dtype)));
   file_.close("'" + path_ + "'");
   // Every id is closed here, so that destroying a closed reader makes no
   // HDF5 call (an owner may no longer hold the HDF5 gate then).

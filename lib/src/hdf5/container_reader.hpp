@@ -9,6 +9,7 @@
 
 #include "h5dcp/metadata.hpp"
 #include "hdf5/handle.hpp"
+#include "hdf5/pack_index.hpp"
 #include "plan/codec.hpp"
 #include "storage/read_ahead.hpp"
 
@@ -47,14 +48,22 @@ class ContainerReader {
   void abandon() noexcept;
 
   /// The dataset of `fqn`, opened once (for attributes beyond a
-  /// checkpoint's: hdf5/local_file.hpp). Throws FormatError when missing.
+  /// checkpoint's: hdf5/local_file.hpp). Throws FormatError when missing or
+  /// packed (format 1.2: a tensor with no dataset of its own).
   Hid dataset(const std::string& fqn);
 
  private:
+  Hid pack(DType dtype);
+  void read_pack_range(DType dtype, std::int64_t first, std::int64_t count, void* out, const std::string& fqn);
+  void read_packed(const std::string& fqn, const PackIndexRow& row, DType dtype, const ChunkStorageMetadata& box,
+                   void* out);
+
   std::string path_;
   Handle file_;
   Handle dxpl_;
   std::map<std::string, Handle> datasets_;
+  std::map<std::string, PackIndexRow> packed_;  // fqn -> its row of the packs' index (format 1.2)
+  std::map<DType, Handle> packs_;               // opened once each
   ReadAhead read_ahead_;
 };
 

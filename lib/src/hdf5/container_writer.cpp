@@ -17,6 +17,7 @@
 #include "hdf5/dataspace.hpp"
 #include "hdf5/hdf5_error.hpp"
 #include "hdf5/hdf5_file.hpp"
+#include "hdf5/pack_index.hpp"
 #include "hdf5/types.hpp"
 #include "hdf5/value_datasets.hpp"
 #include "plan/chunk_geometry.hpp"
@@ -55,8 +56,14 @@ void write_tensor_attributes(hid_t dataset, const PlannedTensor& t) {
 
 }  // namespace
 
-ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const GlobalSavePlan& plan)
-    : path_(path), comm_(comm), plan_(plan), file_(create_file(path, comm)), writeback_(path) {
+ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const GlobalSavePlan& plan,
+                                 std::int64_t pack_max_bytes)
+    : path_(path),
+      comm_(comm),
+      plan_(plan),
+      file_(create_file(path, comm)),
+      writeback_(path),
+      packs_(plan_tensor_packs(plan, pack_max_bytes)) {
   rank_ = detail::rank_of(comm_);  // checked: a bad communicator is an IoError here
   const hid_t root = file_.get();
   write_int64_attribute(root, layout::kFormatVersion, {kFormatVersionMajor, kFormatVersionMinor});
@@ -89,17 +96,23 @@ ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const G
   check_status(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time");
   // No access/modification times: each attribute write would update them.
   check_status(H5Pset_obj_track_times(dcpl.get(), false), "H5Pset_obj_track_times");
-  for (const auto& t : plan.tensors) {
-    auto type = hdf5_type(t.dtype);
+  for (std::size_t ti = 0; ti < plan.tensors.size(); ++ti) {
+    const auto& t = plan.tensors[ti];
+    if (packs_.places[ti]) {  // in a pack: no dataset, no type of its own
+      tensor_datasets_.emplace_back();
+      tensor_types_.emplace_back();
+      continue;
+    }
+    tensor_types_.push_back(hdf5_type(t.dtype));
     const auto space = dataspace_of(t.global_shape);
-    Handle dataset(check_id(H5Dcreate2(root, hdf5_path(t.fqn).c_str(), type.get(), space.get(), lcpl.get(), dcpl.get(),
-                                       H5P_DEFAULT),
+    Handle dataset(check_id(H5Dcreate2(root, hdf5_path(t.fqn).c_str(), tensor_types_.back().get(), space.get(),
+                                       lcpl.get(), dcpl.get(), H5P_DEFAULT),
                             "creating the dataset of '" + t.fqn + "'"),
                    H5Dclose);
     write_tensor_attributes(dataset.get(), t);
     tensor_datasets_.push_back(std::move(dataset));
-    tensor_types_.push_back(std::move(type));
   }
+  if (!packs_.elements.empty()) create_packs(root, lcpl.get(), dcpl.get());
   for (const auto& v : plan.values) {
     auto dataset = create_value_dataset(root, hdf5_path(v.fqn), lcpl.get(), v.encoding, v.payload.size());
     write_string_attribute(dataset.get(), layout::kKey, key_of(v.fqn));
@@ -107,6 +120,29 @@ ContainerWriter::ContainerWriter(const std::string& path, MPI_Comm comm, const G
     write_uint64_attribute(dataset.get(), layout::kChecksums, {checksum(v.payload.data(), v.payload.size())});
     value_datasets_.push_back(std::move(dataset));
   }
+}
+
+void ContainerWriter::create_packs(Hid root, Hid lcpl, Hid dcpl) {
+  packs_group_ = Handle(
+      check_id(H5Gcreate2(root, layout::kPacks, lcpl, H5P_DEFAULT, H5P_DEFAULT), "creating the packs"), H5Gclose);
+  for (const auto& [dtype, elements] : packs_.elements) {
+    const auto type = hdf5_type(dtype);
+    const auto space = dataspace_of({elements});
+    const std::string name(dtype_name(dtype));
+    pack_datasets_.emplace(
+        dtype,
+        Handle(check_id(H5Dcreate2(packs_group_.get(), name.c_str(), type.get(), space.get(), lcpl, dcpl, H5P_DEFAULT),
+                        "creating the pack of " + name),
+               H5Dclose));
+  }
+  std::size_t rows = 0;
+  std::size_t fqn_bytes = 1;
+  for (std::size_t ti = 0; ti < plan_.tensors.size(); ++ti)
+    if (packs_.places[ti]) {
+      ++rows;
+      fqn_bytes = std::max(fqn_bytes, plan_.tensors[ti].fqn.size());
+    }
+  pack_index_ = create_pack_index(packs_group_.get(), rows, fqn_bytes, lcpl, dcpl);
 }
 
 namespace {
@@ -131,7 +167,8 @@ ContainerWriter::ContainerWriter(const std::string& path, const GlobalSavePlan& 
       plan_(plan),
       file_(open_file_read_write(path)),
       rewrite_(true),
-      writeback_(path) {
+      writeback_(path),
+      packs_(plan_tensor_packs(plan, -1)) {
   // The file keeps its h5dcp.created: a variable-length string, written
   // over, would take a new global heap collection (4 KiB) every time.
   const hid_t root = file_.get();
@@ -188,6 +225,15 @@ void ContainerWriter::write_block(std::size_t tensor_index, const ChunkStorageMe
   const auto& t = plan_.tensors.at(tensor_index);
   if (volume(box.sizes) == 0) return;
   if (!independent_dxpl_.valid()) independent_dxpl_ = transfer_properties(comm_, /*collective=*/false);
+  if (const auto& place = packs_.places[tensor_index]) {
+    // A block of a packed tensor is one range of its pack when it is one
+    // range of the tensor (the staging pieces are whole rows).
+    if (!is_contiguous_in(box, t.global_shape))
+      throw Error("h5dcp: block " + describe_box(box) + " of the packed tensor '" + t.fqn + "' is not one range");
+    const auto first = linear_offset(box.offsets, contiguous_strides(t.global_shape));
+    write_pack_range(place->dtype, place->offset + first, volume(box.sizes), data, independent_dxpl_.get());
+    return;
+  }
   const hid_t dataset = tensor_datasets_[tensor_index].get();
   Handle file_space(check_id(H5Dget_space(dataset), "H5Dget_space"), H5Sclose);
   select_block(file_space.get(), box, t.fqn);
@@ -199,12 +245,55 @@ void ContainerWriter::write_block(std::size_t tensor_index, const ChunkStorageMe
   writeback_.written(block_bytes(t, box.sizes));
 }
 
+void ContainerWriter::write_pack_range(DType dtype, std::int64_t first, std::int64_t count, const void* data,
+                                       Hid dxpl) {
+  if (count == 0) return;
+  const hid_t pack = pack_datasets_.at(dtype).get();
+  const auto bytes = count * static_cast<std::int64_t>(dtype_size(dtype));
+  Handle file_space(check_id(H5Dget_space(pack), "H5Dget_space"), H5Sclose);
+  select_block(file_space.get(), {{first}, {count}},
+               std::string(layout::kPacks) + "/" + std::string(dtype_name(dtype)));
+  const auto mem_space = dataspace_of({count});
+  const auto written = maybe_short(std::shared_ptr<const void>(data, [](const void*) {}), bytes);
+  const auto type = hdf5_type(dtype);
+  check_status(H5Dwrite(pack, type.get(), mem_space.get(), file_space.get(), dxpl, written.get()),
+               "writing elements [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                   ") of the pack of " + std::string(dtype_name(dtype)));
+  writeback_.written(bytes);
+}
+
+// Each rank's packed tensors of a dtype lie together in its pack: gathered
+// into one buffer, they take one write however many they are.
+void ContainerWriter::write_packs(int rank, const ChunkSource& source, std::exception_ptr& failure) {
+  const auto dxpl = transfer_properties(comm_, /*collective=*/false);
+  for (const auto& [key, range] : packs_.ranges) {
+    const auto& [dtype, writer] = key;
+    if (writer != rank || range.end == range.begin || failure) continue;
+    const auto size = static_cast<std::int64_t>(dtype_size(dtype));
+    std::vector<char> buffer(static_cast<std::size_t>((range.end - range.begin) * size));
+    try {
+      for (std::size_t ti = 0; ti < plan_.tensors.size(); ++ti) {
+        const auto& place = packs_.places[ti];
+        const auto& t = plan_.tensors[ti];
+        if (!place || place->dtype != dtype || place->count == 0 || t.chunks.front().writer != rank) continue;
+        const auto data = source(t, t.chunks.front());
+        std::memcpy(buffer.data() + (place->offset - range.begin) * size, data.get(),
+                    static_cast<std::size_t>(place->count * size));
+      }
+      write_pack_range(dtype, range.begin, range.end - range.begin, buffer.data(), dxpl.get());
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+}
+
 void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure) {
   const auto collective_dxpl = transfer_properties(comm_, collective);
   const auto independent_dxpl = transfer_properties(comm_, false);
   const char dummy = 0;
   for (std::size_t ti = 0; ti < plan_.tensors.size(); ++ti) {
     const auto& t = plan_.tensors[ti];
+    if (packs_.places[ti]) continue;  // written below, with its pack
     const hid_t dataset = tensor_datasets_[ti].get();
     // Collective I/O aggregates blocks that are scattered through the file
     // (column or grid shards). A tensor with one writer, or whose every
@@ -263,10 +352,19 @@ void ContainerWriter::write_tensors(int rank, bool collective, const ChunkSource
       }
     }
   }
+  write_packs(rank, source, failure);
 }
 
 void ContainerWriter::write_checksums(const std::vector<TensorChecksums>& checksums) {
+  std::vector<PackIndexRow> rows;
   for (std::size_t i = 0; i < plan_.tensors.size() && i < checksums.size(); ++i) {
+    if (const auto& place = packs_.places[i]) {
+      const auto& t = plan_.tensors[i];
+      const bool stored = !checksums[i].digests.empty();
+      rows.push_back(PackIndexRow{t.fqn, place->dtype, t.global_shape, place->offset, place->count,
+                                  stored ? checksums[i].rows.front() : 0, stored ? checksums[i].digests.front() : 0});
+      continue;
+    }
     if (checksums[i].digests.empty()) continue;  // nothing stored (no elements)
     if (rewrite_) {
       overwrite_int64_attribute(tensor_datasets_[i].get(), layout::kChecksumRows, checksums[i].rows);
@@ -276,6 +374,12 @@ void ContainerWriter::write_checksums(const std::vector<TensorChecksums>& checks
     write_int64_attribute(tensor_datasets_[i].get(), layout::kChecksumRows, checksums[i].rows);
     write_uint64_attribute(tensor_datasets_[i].get(), layout::kChecksums, checksums[i].digests);
   }
+  if (!pack_index_.valid()) return;
+  // Every rank encodes the same rows: the checksum attribute is written
+  // collectively, the rows once.
+  const auto encoded = encode_pack_index(rows);
+  write_uint64_attribute(pack_index_.get(), layout::kChecksums, {checksum(encoded.bytes.data(), encoded.bytes.size())});
+  if (rank_ == 0) write_pack_index(pack_index_.get(), encoded, transfer_properties(comm_, /*collective=*/false).get());
 }
 
 std::int64_t ContainerWriter::allocated_bytes() const {
@@ -286,14 +390,20 @@ std::int64_t ContainerWriter::allocated_bytes() const {
     if (offset == HADDR_UNDEF) return;  // nothing allocated (no elements)
     end = std::max(end, static_cast<std::int64_t>(offset + H5Dget_storage_size(dataset.get())));
   };
-  for (const auto& d : tensor_datasets_) extend(d);
+  for (const auto& d : tensor_datasets_)
+    if (d.valid()) extend(d);
   for (const auto& d : value_datasets_) extend(d);
+  for (const auto& [dtype, d] : pack_datasets_) extend(d);
+  if (pack_index_.valid()) extend(pack_index_);
   return end;
 }
 
 void ContainerWriter::abandon() noexcept {
   for (auto& d : tensor_datasets_) d.abandon();
   for (auto& d : value_datasets_) d.abandon();
+  for (auto& [dtype, d] : pack_datasets_) d.abandon();
+  pack_index_.abandon();
+  packs_group_.abandon();
   independent_dxpl_.abandon();
   file_.abandon();
 }
@@ -304,6 +414,9 @@ void ContainerWriter::close() {
     tensor_datasets_[i].close("the dataset of '" + plan_.tensors[i].fqn + "'");
   for (std::size_t i = 0; i < value_datasets_.size(); ++i)
     value_datasets_[i].close("the dataset of '" + plan_.values[i].fqn + "'");
+  for (auto& [dtype, d] : pack_datasets_) d.close("the pack of " + std::string(dtype_name(dtype)));
+  pack_index_.close("the index of the packs");
+  packs_group_.close("the packs' group");
   file_.close("'" + path_ + "'");
 }
 

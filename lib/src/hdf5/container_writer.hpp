@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "h5dcp/plan.hpp"
 #include "hdf5/handle.hpp"
 #include "plan/checksum_layout.hpp"
+#include "plan/tensor_packs.hpp"
 #include "storage/early_writeback.hpp"
 
 namespace h5dcp::detail {
@@ -24,8 +26,11 @@ class ContainerWriter {
  public:
   /// Creates `path` with every group and dataset of `plan` and their
   /// attributes (creation is collective: every rank passes the same plan).
-  /// Serial when `comm` is MPI_COMM_NULL.
-  ContainerWriter(const std::string& path, MPI_Comm comm, const GlobalSavePlan& plan);
+  /// Serial when `comm` is MPI_COMM_NULL. Tensors of at most
+  /// `pack_max_bytes` saved whole go into the packs (plan/tensor_packs.hpp);
+  /// a negative limit gives every tensor a dataset of its own.
+  ContainerWriter(const std::string& path, MPI_Comm comm, const GlobalSavePlan& plan,
+                  std::int64_t pack_max_bytes = kPackedTensorMaxBytes);
 
   /// Opens `path`, a file written from a plan of the same layout as `plan`
   /// (layout_digest: the same datasets, shapes and values' sizes), serially
@@ -53,8 +58,9 @@ class ContainerWriter {
   void write_values(int rank);
 
   /// Stores every tensor's checksums (one entry per plan tensor) as
-  /// attributes (over the file's, rewritten). Collective: every rank passes
-  /// the same checksums.
+  /// attributes (over the file's, rewritten), and the packed tensors' in the
+  /// packs' index (written by rank 0, its checksum an attribute). Collective:
+  /// every rank passes the same checksums.
   void write_checksums(const std::vector<TensorChecksums>& checksums);
 
   /// Closes every dataset and the file. Collective. Throws on failure.
@@ -65,8 +71,8 @@ class ContainerWriter {
   /// collective.
   std::int64_t allocated_bytes() const;
 
-  /// The open file's root group, and the dataset of plan tensor `t`, for
-  /// attributes beyond a checkpoint's (hdf5/local_file.hpp).
+  /// The open file's root group, and the dataset of plan tensor `t` (not a
+  /// packed one), for attributes beyond a checkpoint's (hdf5/local_file.hpp).
   Hid root() const noexcept { return file_.get(); }
   Hid tensor_dataset(std::size_t t) const { return tensor_datasets_.at(t).get(); }
 
@@ -75,6 +81,9 @@ class ContainerWriter {
 
  private:
   void write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure);
+  void create_packs(Hid root, Hid lcpl, Hid dcpl);
+  void write_packs(int rank, const ChunkSource& source, std::exception_ptr& failure);
+  void write_pack_range(DType dtype, std::int64_t first, std::int64_t count, const void* data, Hid dxpl);
   std::shared_ptr<const void> maybe_short(std::shared_ptr<const void> data, std::int64_t bytes) const;
 
   std::string path_;
@@ -83,11 +92,15 @@ class ContainerWriter {
   const GlobalSavePlan& plan_;
   Handle file_;
   bool rewrite_ = false;                 // opened by the Rewrite constructor
-  std::vector<Handle> tensor_datasets_;  // one per plan_.tensors entry
-  std::vector<Handle> tensor_types_;     // file (= memory) type of each
+  std::vector<Handle> tensor_datasets_;  // one per plan_.tensors entry; invalid for a packed tensor
+  std::vector<Handle> tensor_types_;     // file (= memory) type of each; invalid for a packed tensor
   std::vector<Handle> value_datasets_;   // one per plan_.values entry
   Handle independent_dxpl_;              // made on the first write_block
   EarlyWriteback writeback_;             // overlaps the disk writes with ours
+  TensorPacks packs_;                    // where each packed tensor lies
+  Handle packs_group_;                   // `%packs`, when there are packs
+  std::map<DType, Handle> pack_datasets_;
+  Handle pack_index_;
 };
 
 }  // namespace h5dcp::detail

@@ -2,6 +2,8 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
+
 #include "hdf5/hdf5_error.hpp"
 
 namespace h5dcp::detail {
@@ -79,11 +81,16 @@ Handle hdf5_type(DType dtype) {
   throw_hdf5_error("mapping an unknown dtype");
 }
 
-Handle string_type() {
+Handle fixed_string_type(std::size_t bytes) {
   auto t = copy_of(H5T_C_S1);
-  check_status(H5Tset_size(t.get(), H5T_VARIABLE), "H5Tset_size");
+  check_status(H5Tset_size(t.get(), std::max<std::size_t>(bytes, 1)), "H5Tset_size");
   check_status(H5Tset_cset(t.get(), H5T_CSET_UTF8), "H5Tset_cset");
+  check_status(H5Tset_strpad(t.get(), H5T_STR_NULLPAD), "H5Tset_strpad");
   return t;
+}
+
+Handle variable_string_memory_type(hid_t stored) {
+  return {check_id(H5Tget_native_type(stored, H5T_DIR_DEFAULT), "H5Tget_native_type"), H5Tclose};
 }
 
 }  // namespace h5dcp::detail

@@ -18,16 +18,6 @@ struct ValueShape {
   Handle space;
 };
 
-// A fixed-length UTF-8 string of `size` bytes, NUL-padded. Not variable
-// length: parallel HDF5 cannot write variable-length data to datasets.
-Handle fixed_string_type(std::size_t size) {
-  Handle t(check_id(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
-  check_status(H5Tset_size(t.get(), std::max<std::size_t>(size, 1)), "H5Tset_size");
-  check_status(H5Tset_cset(t.get(), H5T_CSET_UTF8), "H5Tset_cset");
-  check_status(H5Tset_strpad(t.get(), H5T_STR_NULLPAD), "H5Tset_strpad");
-  return t;
-}
-
 // The memory (= file) type and dataspace of an encoding.
 ValueShape value_shape(const std::string& encoding, std::size_t payload_size) {
   const auto scalar = [] { return Handle(check_id(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose); };
@@ -120,7 +110,7 @@ std::string read_value(hid_t dataset, const std::string& encoding, const std::st
     if (H5Tget_class(stored.get()) != H5T_STRING || space_class != H5S_SCALAR)
       throw FormatError("h5dcp: " + what + " is marked str but is not a scalar string");
     if (H5Tis_variable_str(stored.get()) > 0) {  // as other writers may store it
-      const auto mem = string_type();
+      const auto mem = variable_string_memory_type(stored.get());
       char* text = nullptr;
       check_status(H5Dread(dataset, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &text), "reading " + what);
       std::string value = text ? text : "";

@@ -49,6 +49,12 @@ Shape contiguous_strides(const Shape& sizes) {
   return strides;
 }
 
+std::int64_t linear_offset(const Shape& at, const Shape& strides) {
+  std::int64_t offset = 0;
+  for (std::size_t d = 0; d < at.size(); ++d) offset += at[d] * strides[d];
+  return offset;
+}
+
 bool contains(const ChunkStorageMetadata& outer, const ChunkStorageMetadata& inner) {
   if (outer.offsets.size() != inner.offsets.size()) return false;
   for (std::size_t d = 0; d < outer.offsets.size(); ++d)

@@ -38,6 +38,10 @@ bool is_contiguous_in(const ChunkStorageMetadata& box, const Shape& global);
 /// dimensions of size 0 count as 1, as PyTorch's contiguous strides do.
 Shape contiguous_strides(const Shape& sizes);
 
+/// The position (in elements) of the element at index `at` of a tensor laid
+/// out with `strides` (contiguous_strides for a row-major one).
+std::int64_t linear_offset(const Shape& at, const Shape& strides);
+
 /// Whether `inner` lies inside `outer` (boxes of the same tensor).
 bool contains(const ChunkStorageMetadata& outer, const ChunkStorageMetadata& inner);
 
