@@ -173,6 +173,20 @@ for target in "save ≥ 0.9 × the POSIX write" "save ≥ 1.5 × PyTorch 2.13 DC
   [ -n "$line" ] || fail "the report has no target '$target'"
   echo "$line" | grep -Eq "\| (met|\*\*not met\*\*) \|$" || fail "target '$target' not judged: $line"
 done
+# Issue 51's small-tensor targets: per byte against the same bytes in 4 tensors (the loads whole on
+# every rank on both sides), judged with both sides' seconds; the cold one not judged (--no-cold).
+for target in "40 small tensors: save, time per byte ≤ 2 ×" \
+  "40 small tensors: load (warm), whole on every rank, time per byte ≤ 2 ×"; do
+  grep -F "| $target" "$report" |
+    grep -Eq "\| [0-9.]+ × \([0-9.]+ s for [0-9.]+ MB against [0-9.]+ s for [0-9.]+ MB\) \| (met|\*\*not met\*\*) \|$" ||
+    fail "issue 51's target '$target' is not judged: $(grep -F "| 40 small tensors" "$report")"
+done
+grep -F "| 40 small tensors: load (cold), whole on every rank" "$report" | grep -q "not measured" ||
+  fail "issue 51's cold small-tensor target does not say it was not measured"
+grep -F "| transformer with AdamW state: save ≥ 1.5 ×" "$report" | grep -Eq "\| (met|\*\*not met\*\*) \|$" ||
+  fail "issue 51's transformer save target is not judged"
+grep -F "| h5dcp load, same bytes in 4 tensors, whole on every rank |" "$report" | grep -q "| equal |$" ||
+  fail "the report has no checked load of the same bytes in 4 tensors"
 grep -q "medians of the repetitions of 1 round in which h5dcp-bench and the peer ran this case alternately" "$report" ||
   fail "the report does not use the alternating transformer round"
 row="h5dcp save, alternated with the peer (1 round) |"
