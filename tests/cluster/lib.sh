@@ -7,6 +7,13 @@
 #   cluster_test_up NAME          $tmp (a fresh directory), $tmp/c the cluster,
 #                                 its environment exported ($id, $SLURM_CONF, $shared)
 #   cluster_test_down             down, no namespace left, "PASS in Ns"
+# The tests that submit jobs/train.sbatch also have:
+#   training_test_needs REPO BUILD REFERENCE [CLI]   $repo $build $reference ($cli), checked
+#   training_test_up NAME         cluster_test_up, then the jobs' environment exported
+#   published                     the steps of the checkpoints published in $ckpt, "2 4 "
+#   nodes_of OUT START            "rank:node ..." of start #START's device lines in job output OUT
+#   set_down NODE...              the nodes set DOWN (for wait_for: it can take retries)
+#   all_idle                      the cluster's 3 nodes idle (back in service)
 # A test may define cluster_test_cleanup (run first on exit, under set +e).
 # H5DCP_SLURM_BUDGET (seconds, set by CTest below its TIMEOUT) is the budget
 # of every wait: the test fails with its own message and tears the cluster
@@ -76,3 +83,49 @@ cluster_test_down() {
   if ip netns list | grep -q "^$id-"; then fail "cluster.sh down left namespaces of $id"; fi
   echo "PASS in $(elapsed)"
 }
+
+training_test_needs() {
+  repo=$(cd "$1" && pwd)
+  build=$(cd "$2" && pwd)
+  reference=$3
+  cluster_test_needs mpiexec
+  [ -x "$build/apps/h5dcp-train" ] || fail "$build/apps/h5dcp-train is missing (build the h5dcp-train target)"
+  [ -s "$reference" ] || fail "$reference is missing (the train.reference test writes it)"
+  if [ -n "${4:-}" ]; then
+    [ -x "$4" ] || fail "$4 is missing (build the h5dcp-cli target)"
+    cli=$(cd "$(dirname "$4")" && pwd)/$(basename "$4")
+  fi
+}
+
+# The jobs' environment (sbatch --export=ALL): the test machine's OpenMPI
+# settings (root; more ranks than its 2 cores: yield when idle), exported once
+# the cluster is up, so that its daemons do not inherit them. Nothing about
+# nodes: inside a node the only interface besides lo is eth0; train.sbatch
+# sets OMPI_MCA_io=romio321 itself.
+training_test_up() {
+  cluster_test_up "$1"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+}
+
+published() {
+  find "$ckpt" -maxdepth 1 -name 'step-*.h5' -printf '%f\n' | sed -n 's/^step-0*\([0-9][0-9]*\)\.h5$/\1/p' | sort -n |
+    tr '\n' ' '
+}
+
+nodes_of() {
+  start_lines "$1" "$2" | sed -n 's/^h5dcp-train: rank \([0-9]*\) (node \([^,]*\),.*/\1:\2/p' | sort -n | tr '\n' ' '
+}
+
+# Retried by wait_for until each node reads DOWN: on 2 cores slurmctld's reply
+# can miss scontrol's MessageTimeout (10 s) while the update itself is done or
+# still to come (a CI run once failed 10 s after a kill), and setting DOWN
+# twice is harmless. scontrol's words are in $tmp/down.out.
+set_down() {
+  local n
+  for n in "$@"; do
+    scontrol update nodename="$n" state=DOWN reason="h5dcp ${0##*/}" >"$tmp/down.out" 2>&1 ||
+      grep -q 'State=DOWN' <<<"$(scontrol show node "$n" 2>/dev/null)" || return 1
+  done
+}
+
+all_idle() { [ "$(sinfo -h -N -t idle -o %N | sort -u | wc -l)" -eq 3 ]; }

@@ -46,27 +46,15 @@
 #
 #   local_tier_test.sh REPO_DIR BUILD_DIR REFERENCE_TXT H5DCP_CLI
 set -euo pipefail
-repo=$(cd "$1" && pwd)
-build=$(cd "$2" && pwd)
-reference=$3
-cli=$(cd "$(dirname "$4")" && pwd)/$(basename "$4")
 . "$(dirname "$0")/lib.sh"
+training_test_needs "$@"
+training_test_up local-tier
 
-cluster_test_needs mpiexec
-[ -x "$build/apps/h5dcp-train" ] || fail "$build/apps/h5dcp-train is missing (build the h5dcp-train target)"
-[ -x "$cli" ] || fail "$cli is missing (build the h5dcp-cli target)"
-[ -s "$reference" ] || fail "$reference is missing (the train.reference test writes it)"
-cluster_test_up local-tier
-
-# The jobs' environment (sbatch --export=ALL): OpenMPI as root, 6 ranks on 2 cores.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 ckpt=$shared/ckpt
 job_env=ALL,H5DCP_LAUNCHER=srun,H5DCP_BUILD_DIR=$build,H5DCP_CHECKPOINT_DIR=$ckpt
 # Job A: train.sbatch's default path; the later jobs: that path by name.
 local_env=H5DCP_LOCAL_TIER=1
 local=""
-# published: the steps of the published shared checkpoints, "4 8 ".
-published() { find "$ckpt" -maxdepth 1 -name 'step-*.h5' -printf '%f\n' | sed -n 's/^step-0*\([0-9][0-9]*\)\.h5$/\1/p' | sort -n | tr '\n' ' '; }
 # on NODE CMD...: CMD on that node (its network, hostname and /dev/shm).
 on() {
   local node=$1
@@ -75,10 +63,6 @@ on() {
 }
 # latest_local NODE: the step of NODE's latest-local pointer, or nothing.
 latest_local() { on "$1" cat "$local/$1/latest-local" 2>/dev/null | sed -n 's/^local-step-0*\([0-9][0-9]*\)$/\1/p'; }
-# nodes_of OUT START: "rank:node ..." of the device lines of start #START in OUT.
-nodes_of() {
-  start_lines "$1" "$2" | sed -n 's/^h5dcp-train: rank \([0-9]*\) (node \([^,]*\),.*/\1:\2/p' | sort -n | tr '\n' ' '
-}
 # submit OUT SBATCH-ARGS... -- TRAIN-ARGS...: the job id.
 submit() {
   local o=$1 args=()
@@ -108,15 +92,6 @@ ended() {
   elif [ "$(grep -c '^HDF5-DIAG' "$2")" -ne "$(grep -c 'H5F__super_read(): truncated file' "$2")" ]; then
     fail "$3: the job printed HDF5's own error stack (HDF5-DIAG) about something else than the truncated copy"
   fi
-}
-# set_down NODE...: DOWN, retried until it reads DOWN (see node_loss_test.sh:
-# on 2 cores slurmctld's reply can miss scontrol's MessageTimeout).
-set_down() {
-  local n
-  for n in "$@"; do
-    scontrol update nodename="$n" state=DOWN reason="h5dcp local tier test" >"$tmp/down.out" 2>&1 ||
-      grep -q 'State=DOWN' <<<"$(scontrol show node "$n" 2>/dev/null)" || return 1
-  done
 }
 # resumed_local OUT START RANKS: the local step start #START resumed from on RANKS ranks.
 resumed_local() {
@@ -203,7 +178,6 @@ echo "ok: job B on $three_on_two: resumed from local step $sB on 3 ranks of the 
 
 # --- 2. a fresh node, a corrupted copy, 3 ranks ------------------------------------------
 "$cluster" revive-node "$tmp/c" "$victim" || fail "cluster.sh revive-node $victim failed"
-all_idle() { [ "$(sinfo -h -N -t idle -o %N | sort -u | wc -l)" -eq 3 ]; }
 wait_for all_idle || { sinfo -N; fail "$victim did not return to service (at $(elapsed))"; }
 [ -z "$(on "$victim" ls -A /dev/shm)" ] || fail "the revived $victim's /dev/shm is not empty"
 rank0=$(sed -n 's/^0:\(h5n[0-9]\) .*/\1/p' <<<"$second")

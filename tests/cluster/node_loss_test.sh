@@ -28,34 +28,18 @@
 #
 #   node_loss_test.sh REPO_DIR BUILD_DIR REFERENCE_TXT H5DCP_CLI
 set -euo pipefail
-repo=$(cd "$1" && pwd)
-build=$(cd "$2" && pwd)
-reference=$3
-cli=$(cd "$(dirname "$4")" && pwd)/$(basename "$4")
 . "$(dirname "$0")/lib.sh"
+training_test_needs "$@"
+training_test_up node-loss
 
-cluster_test_needs mpiexec
-[ -x "$build/apps/h5dcp-train" ] || fail "$build/apps/h5dcp-train is missing (build the h5dcp-train target)"
-[ -x "$cli" ] || fail "$cli is missing (build the h5dcp-cli target)"
-[ -s "$reference" ] || fail "$reference is missing (the train.reference test writes it)"
-cluster_test_up node-loss
-
-# The jobs' environment (sbatch --export=ALL): OpenMPI as root, 4 ranks on 2 cores.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 ckpt=$shared/ckpt
 out=$tmp/job.out
 job_state() { scontrol show job "$1" 2>/dev/null | grep -oE 'JobState=[A-Z_]+' | cut -d= -f2; }
-# published: the steps of the published checkpoints, "2 4 ".
-published() { find "$ckpt" -maxdepth 1 -name 'step-*.h5' -printf '%f\n' | sed -n 's/^step-0*\([0-9][0-9]*\)\.h5$/\1/p' | sort -n | tr '\n' ' '; }
 verify_all() {
   local f
   for f in "$ckpt"/step-*.h5; do
     "$cli" verify "$f" >"$tmp/verify.out" 2>&1 || { cat "$tmp/verify.out"; fail "$1: h5dcp verify failed on $f"; }
   done
-}
-# nodes_of OUT START: "rank:node ..." of the device lines of start #START in OUT.
-nodes_of() {
-  start_lines "$1" "$2" | sed -n 's/^h5dcp-train: rank \([0-9]*\) (node \([^,]*\),.*/\1:\2/p' | sort -n | tr '\n' ' '
 }
 # submit OUT SBATCH-ARGS... -- TRAIN-ARGS...: the job id.
 submit() {
@@ -93,15 +77,8 @@ dead=$(sed -n 's/.*\b2:\(h5n[0-9]\).*/\1/p' <<<"$first_nodes")
 [ -n "$dead" ] && [[ $first_nodes == *"3:$dead "* ]] && [[ $first_nodes != *"0:$dead "* ]] ||
   fail "ranks not placed 0 1 | 2 3 on 2 nodes: $first_nodes"
 "$cluster" kill-node "$tmp/c" "$dead" || fail "cluster.sh kill-node $dead failed"
-# DOWN, as an administrator or the health check would. The update is retried
-# until the node reads DOWN: on 2 cores slurmctld's reply can miss scontrol's
-# MessageTimeout (10 s) while the update itself is done or still to come (a CI
-# run ended here, 10 s after the kill), and setting DOWN twice is harmless.
-set_down() {
-  scontrol update nodename="$dead" state=DOWN reason="h5dcp node-loss test" >"$tmp/down.out" 2>&1 ||
-    grep -q 'State=DOWN' <<<"$(scontrol show node "$dead" 2>/dev/null)"
-}
-wait_for set_down || { cat "$tmp/down.out"; fail "scontrol could not set $dead DOWN (at $(elapsed))"; }
+# DOWN, as an administrator or the health check would.
+wait_for set_down "$dead" || { cat "$tmp/down.out"; fail "scontrol could not set $dead DOWN (at $(elapsed))"; }
 t_dead=$(now)
 echo "killed $dead (ranks 2 3; $first_nodes) in rank 2's pause after writing step 6, at $(elapsed); set DOWN"
 [ "$(published)" = "2 4 " ] || fail "published when the node died: steps '$(published)', not 2 4 (step 6's save must still be in flight)"
@@ -138,7 +115,6 @@ echo "ok: one node ($one): resumed from step 8 on 2 ranks, finished step 10"
 
 # --- 3. the node is back: 3 nodes ---------------------------------------------------------
 "$cluster" revive-node "$tmp/c" "$dead" || fail "cluster.sh revive-node $dead failed"
-all_idle() { [ "$(sinfo -h -N -t idle -o %N | sort -u | wc -l)" -eq 3 ]; }
 wait_for all_idle || { sinfo -N; fail "$dead did not return to service (at $(elapsed))"; }
 echo "$dead back in service at $(elapsed)"
 out3=$tmp/three-nodes.out

@@ -19,19 +19,12 @@
 #
 #   preempt_test.sh REPO_DIR BUILD_DIR REFERENCE_TXT [mpiexec|srun]
 set -euo pipefail
-repo=$(cd "$1" && pwd)
-build=$(cd "$2" && pwd)
-reference=$3
 launcher=${4:-mpiexec}
 . "$(dirname "$0")/lib.sh"
-
-cluster_test_needs mpiexec
+training_test_needs "$1" "$2" "$3"
 [ "$launcher" = srun ] || [ "$launcher" = mpiexec ] || fail "unknown launcher $launcher (srun or mpiexec)"
-[ -x "$build/apps/h5dcp-train" ] || fail "$build/apps/h5dcp-train is missing (build the h5dcp-train target)"
-[ -s "$reference" ] || fail "$reference is missing (the train.reference test writes it)"
-cluster_test_up preempt
+training_test_up preempt
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 out=$tmp/job.out
 job=$(sbatch --parsable --chdir="$shared" --output="$out" --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 \
   --export=ALL,H5DCP_LAUNCHER="$launcher",H5DCP_BUILD_DIR="$build",H5DCP_CHECKPOINT_DIR="$shared/ckpt" \

@@ -24,25 +24,14 @@
 # BUILD_DIR holds apps/h5dcp-train (the job's H5DCP_BUILD_DIR); the launchers
 # default to both, in one cluster.
 set -euo pipefail
-repo=$(cd "$1" && pwd)
-build=$(cd "$2" && pwd)
-reference=$3
+. "$(dirname "$0")/lib.sh"
+training_test_needs "$1" "$2" "$3"
 shift 3
 launchers=("$@")
 [ ${#launchers[@]} -gt 0 ] || launchers=(srun mpiexec)
-. "$(dirname "$0")/lib.sh"
-
-cluster_test_needs mpiexec
-[ -x "$build/apps/h5dcp-train" ] || fail "$build/apps/h5dcp-train is missing (build the h5dcp-train target)"
-[ -s "$reference" ] || fail "$reference is missing (the train.reference test writes it)"
 for l in "${launchers[@]}"; do [ "$l" = srun ] || [ "$l" = mpiexec ] || fail "unknown launcher $l (srun or mpiexec)"; done
-cluster_test_up train
+training_test_up train
 
-# The job's environment (sbatch --export=ALL): the test machine's OpenMPI
-# settings (4 ranks on 2 cores: yield when idle; root), nothing about nodes:
-# inside a node the only interface besides lo is eth0. train.sbatch sets
-# OMPI_MCA_io=romio321 itself.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 # The device-count override for tests without a GPU (see the header).
 export H5DCP_TEST_CUDA_DEVICE_COUNT=2
 
