@@ -119,6 +119,55 @@ TEST(PackedTensors, APackedTensorLoadsIntoAnySharding) {
   }
 }
 
+// More packed bytes than one run of a pack takes (plan/pack_runs.hpp: 8 MiB),
+// each rank the writer of every size-th tensor, so that the packs interleave
+// the writers' ranges: loaded whole on every rank, by rows (ranges of every
+// tensor with gaps between them) and a rank's own tensors only (every
+// size-th range), every tensor comes back bit for bit.
+TEST(PackedTensors, ManySmallTensorsLoadFromRunsOfThePackInAnySharding) {
+  test::TempDir dir;
+  const int rank = test::world_rank();
+  const int size = test::world_size();
+  const int count = 300;  // 300 x 40 KiB: 11 MB of float32, 1.2 MB of int64
+  std::vector<at::Tensor> full;
+  StateDict sd;
+  for (int i = 0; i < count; ++i) {
+    const std::int64_t rows = i % 10 == 0 ? 32 : 64;  // 40 KiB either way
+    full.push_back(reference_tensor({rows, 160}, i % 10 == 0 ? at::kLong : at::kFloat, i));
+    const bool mine = i % size == rank;
+    sd["t" + std::to_string(i)] = ShardedTensor(
+        {rows, 160}, mine ? std::vector<Shard>{Shard{full.back().clone(), {0, 0}}} : std::vector<Shard>{});
+  }
+  const auto path = dir.file("many.h5");
+  save(sd, path);
+  const auto [rows, root_links] = index_rows_and_root_links(path);
+  EXPECT_EQ(rows, static_cast<hsize_t>(count));
+  EXPECT_EQ(root_links, 1u);  // %packs only
+
+  StateDict whole;
+  for (int i = 0; i < count; ++i) whole["t" + std::to_string(i)] = at::zeros_like(full[i]);
+  load(whole, path);
+  for (int i = 0; i < count; ++i)
+    EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(whole.at("t" + std::to_string(i))), full[i])) << i;
+
+  StateDict by_rows;
+  for (int i = 0; i < count; ++i)
+    by_rows["t" + std::to_string(i)] = test::zeros_like(test::grid_shards(full[i], size, 1, rank, size));
+  load(by_rows, path);
+  for (int i = 0; i < count; ++i) {
+    for (const auto& s : std::get<ShardedTensor>(by_rows.at("t" + std::to_string(i))).local_shards()) {
+      EXPECT_TRUE(bitwise_equal(s.tensor, full[i].narrow(0, s.offsets[0], s.tensor.size(0))))
+          << i << ", rows from " << s.offsets[0];
+    }
+  }
+
+  StateDict own;
+  for (int i = rank; i < count; i += size) own["t" + std::to_string(i)] = at::zeros_like(full[i]);
+  load(own, path);
+  for (int i = rank; i < count; i += size)
+    EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(own.at("t" + std::to_string(i))), full[i])) << i;
+}
+
 // The bytes of dataset `name` of `file` as stored (its file type).
 std::vector<char> stored_bytes(const std::string& file, const char* name) {
   const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -143,9 +192,10 @@ TEST(PackedTensors, AsyncSavesWriteTheSamePacksAsTheSyncSave) {
   for (const std::int64_t staging : {std::int64_t{64} << 20, std::int64_t{4096}}) {
     const auto path = dir.file("async-" + std::to_string(staging) + ".h5");
     async_save(small_state(full), path, test::staging_of(staging)).get();
-    if (test::world_rank() == 0)
+    if (test::world_rank() == 0) {
       for (const char* name : {"%packs/index", "%packs/float32", "%packs/bfloat16", "%packs/bool", "%packs/int64"})
         EXPECT_EQ(stored_bytes(path, name), stored_bytes(sync_path, name)) << name << ", staging " << staging;
+    }
     StateValue target(small_state(full));
     zero_leaves(target);
     load(std::get<StateDict>(target), path);

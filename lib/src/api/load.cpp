@@ -6,15 +6,19 @@
 //   load:read      all_gather  each rank reads its blocks, independently
 //   load:close     all_gather  every rank closes the file
 //
-// Every tensor is one dataset with its global shape, so a rank reads any
+// Every tensor is one dataset with its global shape, or one range of its
+// dtype's pack (format 1.2, small tensors), so a rank reads any
 // block it wants straight from it: loading with another rank count or
 // another sharding is the same operation as loading with the same.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 
+#include <algorithm>
 #include <optional>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "api/checkpoint_session.hpp"
 #include "api/stateful_expansion.hpp"
@@ -58,6 +62,23 @@ void read_into(detail::ContainerReader& reader, const ReadItem& item, const at::
   uploads.copy(staging, block);
 }
 
+// The plan's items in the order they are read: packed tensors (format 1.2)
+// last, in the order they lie in their packs, so that the reader takes them
+// in a few long reads (plan/pack_runs.hpp); the rest in the plan's order.
+std::vector<const ReadItem*> read_order(const LoadPlan& plan, const detail::ContainerReader& reader) {
+  std::vector<const ReadItem*> order;
+  order.reserve(plan.items.size());
+  for (const auto& item : plan.items) order.push_back(&item);
+  const auto place = [&](const ReadItem* item) {
+    const auto* row = item->type == ReadItemType::Tensor ? reader.packed_row(item->storage_fqn) : nullptr;
+    return row == nullptr ? std::tuple(false, 0, std::int64_t{0})
+                          : std::tuple(true, static_cast<int>(row->dtype), row->offset);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const ReadItem* a, const ReadItem* b) { return place(a) < place(b); });
+  return order;
+}
+
 // `own_planner`: the planner is h5dcp's, whose commit_tensor does nothing,
 // so blocks still copying to a GPU need not be waited for before it.
 LoadResult load_with(const detail::Comm& c, const std::string& path, const detail::CheckpointIndex& index,
@@ -78,11 +99,13 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
     c.all_gather("load:read", [&] {
       // Copies to a GPU follow the work the caller queued on the targets.
       detail::HostToDevice uploads{detail::CallerWork(state_dict)};
+      const auto order = read_order(*plan, *reader);
       // The kernel reads ahead what comes next while each block is read.
-      for (const auto& item : plan->items)
-        if (item.type == ReadItemType::Tensor)
-          reader->will_read(item.storage_fqn, item.dtype, ChunkStorageMetadata{item.storage_offsets, item.lengths});
-      for (const auto& item : plan->items) {
+      for (const auto* item : order)
+        if (item->type == ReadItemType::Tensor)
+          reader->will_read(item->storage_fqn, item->dtype, ChunkStorageMetadata{item->storage_offsets, item->lengths});
+      for (const auto* next : order) {
+        const auto& item = *next;
         if (item.type == ReadItemType::Value) {
           const auto& storage = std::get<BytesStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn));
           planner.load_value(

@@ -357,15 +357,56 @@ hid_t ContainerReader::pack(DType dtype) {
   return it->second.get();
 }
 
-void ContainerReader::read_pack_range(DType dtype, std::int64_t first, std::int64_t count, void* out,
-                                      const std::string& fqn) {
+const PackIndexRow* ContainerReader::packed_row(const std::string& fqn) const {
+  const auto it = packed_.find(fqn);
+  return it == packed_.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+// The elements of the pack a read of `box` of the packed tensor `row` takes:
+// the block's own range when it is one range of the tensor, else the whole
+// tensor (the block's rows are then copied out of it). `box` lies within it.
+ElementRange pack_range_of(const PackIndexRow& row, const ChunkStorageMetadata& box) {
+  if (!is_contiguous_in(box, row.shape)) return {row.offset, row.count};
+  return {row.offset + linear_offset(box.offsets, contiguous_strides(row.shape)), volume(box.sizes)};
+}
+
+}  // namespace
+
+void ContainerReader::read_pack_elements(DType dtype, ElementRange range, void* out, const std::string& fqn) {
   const hid_t d = pack(dtype);
   Handle file_space(check_id(H5Dget_space(d), "H5Dget_space"), H5Sclose);
-  select_block(file_space.get(), {{first}, {count}}, fqn);
-  const auto mem_space = dataspace_of({count});
+  select_block(file_space.get(), {{range.first}, {range.count}}, fqn);
+  const auto mem_space = dataspace_of({range.count});
   const auto type = hdf5_type(dtype);
   check_status(H5Dread(d, type.get(), mem_space.get(), file_space.get(), dxpl_.get(), out),
                "reading the packed tensor '" + fqn + "' from '" + path_ + "'");
+}
+
+// From the last run read when it holds the range; else the range with the
+// announced ranges next to it, as one read (plan/pack_runs.hpp).
+void ContainerReader::read_pack_range(DType dtype, ElementRange range, void* out, const std::string& fqn) {
+  const auto size = static_cast<std::int64_t>(dtype_size(dtype));
+  if (run_.count == 0 || run_dtype_ != dtype || range.first < run_.first || range.end() > run_.end()) {
+    if (!announced_sorted_) {
+      for (auto& [pack_dtype, ranges] : announced_) sort_ranges(ranges);
+      announced_sorted_ = true;
+    }
+    const auto it = announced_.find(dtype);
+    const auto run =
+        it == announced_.end() ? range : pack_run(it->second, range, kPackRunGapBytes / size, kPackRunMaxBytes / size);
+    if (run.count == range.count) {
+      read_pack_elements(dtype, range, out, fqn);
+      return;
+    }
+    run_.count = 0;  // a failed read leaves no run behind
+    run_bytes_.resize(static_cast<std::size_t>(run.count * size));
+    read_pack_elements(dtype, run, run_bytes_.data(), fqn);
+    run_ = run;
+    run_dtype_ = dtype;
+  }
+  std::memcpy(out, run_bytes_.data() + (range.first - run_.first) * size, static_cast<std::size_t>(range.count * size));
 }
 
 // A block of a packed tensor: one range of its pack when it is one range of
@@ -379,14 +420,14 @@ void ContainerReader::read_packed(const std::string& fqn, const PackIndexRow& ro
   if (!contains({Shape(row.shape.size(), 0), row.shape}, box))
     throw FormatError("h5dcp: block " + describe_box(box) + " lies outside '" + fqn + "' of shape " +
                       describe_shape(row.shape));
-  const auto size = static_cast<std::int64_t>(dtype_size(dtype));
-  const auto strides = contiguous_strides(row.shape);
   if (is_contiguous_in(box, row.shape)) {
-    read_pack_range(dtype, row.offset + linear_offset(box.offsets, strides), volume(box.sizes), out, fqn);
+    read_pack_range(dtype, pack_range_of(row, box), out, fqn);
     return;
   }
+  const auto size = static_cast<std::int64_t>(dtype_size(dtype));
+  const auto strides = contiguous_strides(row.shape);
   std::vector<char> whole(static_cast<std::size_t>(row.count * size));
-  read_pack_range(dtype, row.offset, row.count, whole.data(), fqn);
+  read_pack_range(dtype, {row.offset, row.count}, whole.data(), fqn);
   // Row after row of the innermost dimension, an odometer over the others.
   const auto ndim = box.sizes.size();
   const auto run = static_cast<std::size_t>(box.sizes.back() * size);
@@ -428,6 +469,11 @@ void ContainerReader::will_read(const std::string& fqn, DType dtype, const Chunk
     const haddr_t start = H5Dget_offset(pack(it->second.dtype));
     if (start != HADDR_UNDEF)
       read_ahead_.will_read(static_cast<std::int64_t>(start) + it->second.offset * size, it->second.count * size);
+    // A block outside the tensor is not announced: its read() throws.
+    if (contains({Shape(it->second.shape.size(), 0), it->second.shape}, box)) {
+      announced_[it->second.dtype].push_back(pack_range_of(it->second, box));
+      announced_sorted_ = false;
+    }
     return;
   }
   const hid_t d = dataset(fqn);

@@ -11,6 +11,7 @@
 #include "hdf5/handle.hpp"
 #include "hdf5/pack_index.hpp"
 #include "plan/codec.hpp"
+#include "plan/pack_runs.hpp"
 #include "storage/read_ahead.hpp"
 
 namespace h5dcp::detail {
@@ -36,9 +37,16 @@ class ContainerReader {
 
   /// Announces, in read order, a block read() will be asked for, so that
   /// the kernel reads it ahead (storage/read_ahead.hpp). Only blocks that
-  /// are one range of the file, or nearly (rows), are announced. Throws
-  /// like read() when the dataset cannot be opened.
+  /// are one range of the file, or nearly (rows), are announced. A packed
+  /// tensor's block is also remembered, so that read() takes it with its
+  /// neighbours in one run of the pack (plan/pack_runs.hpp). Throws like
+  /// read() when the dataset cannot be opened.
   void will_read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box);
+
+  /// The packs' index row of `fqn`, or nullptr when it has a dataset of its
+  /// own. Reads of packed tensors in pack order (dtype, then offset) take
+  /// the fewest runs. Not collective.
+  const PackIndexRow* packed_row(const std::string& fqn) const;
 
   /// Closes the datasets, the file and every other HDF5 id it holds.
   /// Collective.
@@ -54,7 +62,8 @@ class ContainerReader {
 
  private:
   Hid pack(DType dtype);
-  void read_pack_range(DType dtype, std::int64_t first, std::int64_t count, void* out, const std::string& fqn);
+  void read_pack_range(DType dtype, ElementRange range, void* out, const std::string& fqn);
+  void read_pack_elements(DType dtype, ElementRange range, void* out, const std::string& fqn);
   void read_packed(const std::string& fqn, const PackIndexRow& row, DType dtype, const ChunkStorageMetadata& box,
                    void* out);
 
@@ -64,6 +73,13 @@ class ContainerReader {
   std::map<std::string, Handle> datasets_;
   std::map<std::string, PackIndexRow> packed_;  // fqn -> its row of the packs' index (format 1.2)
   std::map<DType, Handle> packs_;               // opened once each
+  // The ranges of each pack will_read announced, sorted before the next read.
+  std::map<DType, std::vector<ElementRange>> announced_;
+  bool announced_sorted_ = true;
+  // The last run read from a pack: the reads inside it are copies.
+  DType run_dtype_ = DType::Float32;
+  ElementRange run_;
+  std::vector<char> run_bytes_;
   ReadAhead read_ahead_;
 };
 
