@@ -552,10 +552,16 @@ TEST(LocalTierSave, EachStepWritesOverTheCopiesOfTheStepBeyondTheKeptOnes) {
         // Written over in place, a copy keeps the time it was made (steps 4
         // and 10 are saved a second after steps 1 and 7); made anew after
         // the layout changed, it has its own.
-        if (step == 4 || step == 10) EXPECT_EQ(created[step], created[step - 3]) << "not written in place";
-        if (step == wider_from) EXPECT_NE(created[step], created[step - 3]) << "written in place across layouts";
+        if (step == 4 || step == 10) {
+          EXPECT_EQ(created[step], created[step - 3]) << "not written in place";
+        }
+        if (step == wider_from) {
+          EXPECT_NE(created[step], created[step - 3]) << "written in place across layouts";
+        }
         // Written over again and again, a copy does not grow.
-        if (same_layout) EXPECT_EQ(seen[step].first, seen[step - 3].first);
+        if (same_layout) {
+          EXPECT_EQ(seen[step].first, seen[step - 3].first);
+        }
       }
       // The next step's save time differs from its spare's by a second.
       if (step == 3 || step == wider_from + 2) std::this_thread::sleep_for(std::chrono::milliseconds(1100));

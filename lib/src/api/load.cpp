@@ -66,16 +66,20 @@ void read_into(detail::ContainerReader& reader, const ReadItem& item, const at::
 // last, in the order they lie in their packs, so that the reader takes them
 // in a few long reads (plan/pack_runs.hpp); the rest in the plan's order.
 std::vector<const ReadItem*> read_order(const LoadPlan& plan, const detail::ContainerReader& reader) {
+  // Each item's place, looked up once (not in every comparison).
+  using Place = std::tuple<bool, int, std::int64_t, std::size_t>;
+  std::vector<Place> places;
+  places.reserve(plan.items.size());
+  for (std::size_t i = 0; i < plan.items.size(); ++i) {
+    const auto& item = plan.items[i];
+    const auto* row = item.type == ReadItemType::Tensor ? reader.packed_row(item.storage_fqn) : nullptr;
+    places.emplace_back(row != nullptr, row == nullptr ? 0 : static_cast<int>(row->dtype),
+                        row == nullptr ? 0 : row->offset, i);
+  }
+  std::sort(places.begin(), places.end());  // the index last: stable
   std::vector<const ReadItem*> order;
-  order.reserve(plan.items.size());
-  for (const auto& item : plan.items) order.push_back(&item);
-  const auto place = [&](const ReadItem* item) {
-    const auto* row = item->type == ReadItemType::Tensor ? reader.packed_row(item->storage_fqn) : nullptr;
-    return row == nullptr ? std::tuple(false, 0, std::int64_t{0})
-                          : std::tuple(true, static_cast<int>(row->dtype), row->offset);
-  };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](const ReadItem* a, const ReadItem* b) { return place(a) < place(b); });
+  order.reserve(places.size());
+  for (const auto& place : places) order.push_back(&plan.items[std::get<3>(place)]);
   return order;
 }
 

@@ -401,12 +401,15 @@ void ContainerReader::read_pack_range(DType dtype, ElementRange range, void* out
       return;
     }
     run_.count = 0;  // a failed read leaves no run behind
-    run_bytes_.resize(static_cast<std::size_t>(run.count * size));
-    read_pack_elements(dtype, run, run_bytes_.data(), fqn);
+    if (run.count * size > run_capacity_) {
+      run_bytes_ = std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(run.count * size));
+      run_capacity_ = run.count * size;
+    }
+    read_pack_elements(dtype, run, run_bytes_.get(), fqn);
     run_ = run;
     run_dtype_ = dtype;
   }
-  std::memcpy(out, run_bytes_.data() + (range.first - run_.first) * size, static_cast<std::size_t>(range.count * size));
+  std::memcpy(out, run_bytes_.get() + (range.first - run_.first) * size, static_cast<std::size_t>(range.count * size));
 }
 
 // A block of a packed tensor: one range of its pack when it is one range of

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "h5dcp/metadata.hpp"
@@ -79,7 +80,8 @@ class ContainerReader {
   // The last run read from a pack: the reads inside it are copies.
   DType run_dtype_ = DType::Float32;
   ElementRange run_;
-  std::vector<char> run_bytes_;
+  std::unique_ptr<char[]> run_bytes_;  // not zeroed first: every byte is read into
+  std::int64_t run_capacity_ = 0;
   ReadAhead read_ahead_;
 };
 

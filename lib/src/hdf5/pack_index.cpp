@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
+#include <optional>
 #include <tuple>
 
 #include "base/checksum.hpp"
@@ -38,9 +38,10 @@ void require_hard_link(Hid group, const char* name, const std::string& where) {
   if (link.type != H5L_TYPE_HARD) throw FormatError("h5dcp: " + where + " is not a hard link");
 }
 
-DType row_dtype(const std::string& name, const std::string& row_where) {
+template <typename Where>
+DType row_dtype(const std::string& name, const Where& row_where) {
   const auto dtype = dtype_from_name(name);
-  if (!dtype) throw FormatError("h5dcp: " + row_where + " has an unknown dtype '" + name + "'");
+  if (!dtype) throw FormatError("h5dcp: " + row_where() + " has an unknown dtype '" + name + "'");
   return *dtype;
 }
 
@@ -213,38 +214,48 @@ std::vector<PackIndexRow> read_pack_index(Hid root, const std::string& path, std
 
   std::vector<PackIndexRow> out;
   out.reserve(rows);
-  std::set<std::string> fqns;
   for (std::size_t i = 0; i < rows; ++i) {
     const auto base = i * c.size;
     PackIndexRow r;
     r.fqn = text_at(buffer, base + c.fqn, fqn_bytes);
-    const std::string row_where = "row " + std::to_string(i) + " ('" + r.fqn + "') of " + where;
+    // Named only in an error: built for every row, it cost more than the row.
+    const auto row_where = [&] { return "row " + std::to_string(i) + " ('" + r.fqn + "') of " + where; };
     const auto dtype_text = text_at(buffer, base + c.dtype, kDtypeBytes);
     r.dtype = row_dtype(dtype_text, row_where);
     const auto ndim = get<std::int64_t>(buffer, base + c.ndim);
     if (ndim < 0 || ndim > static_cast<std::int64_t>(kPackedTensorMaxDims))
-      throw FormatError("h5dcp: " + row_where + " has " + std::to_string(ndim) + " dimensions");
+      throw FormatError("h5dcp: " + row_where() + " has " + std::to_string(ndim) + " dimensions");
     for (std::int64_t d = 0; d < ndim; ++d) {
       r.shape.push_back(get<std::int64_t>(buffer, base + c.shape + 8 * static_cast<std::size_t>(d)));
-      if (r.shape.back() < 0) throw FormatError("h5dcp: " + row_where + " has a negative dimension");
+      if (r.shape.back() < 0) throw FormatError("h5dcp: " + row_where() + " has a negative dimension");
     }
     r.offset = get<std::int64_t>(buffer, base + c.offset);
     r.count = get<std::int64_t>(buffer, base + c.count);
     r.checksum_rows = get<std::int64_t>(buffer, base + c.checksum_rows);
     r.checksum = get<std::uint64_t>(buffer, base + c.checksum);
     if (checked_volume(r.shape) != r.count)
-      throw FormatError("h5dcp: " + row_where + " has " + std::to_string(r.count) + " elements for the shape " +
+      throw FormatError("h5dcp: " + row_where() + " has " + std::to_string(r.count) + " elements for the shape " +
                         describe_shape(r.shape));
     std::int64_t end = 0;
     if (r.offset < 0 || __builtin_add_overflow(r.offset, r.count, &end) || end > elements_of(r.dtype))
-      throw FormatError("h5dcp: " + row_where + " lies outside its pack: the checkpoint is damaged");
+      throw FormatError("h5dcp: " + row_where() + " lies outside its pack: the checkpoint is damaged");
     // One checksum slab: the whole tensor (h5dcp packs only tensors far below a slab's size).
     const ChunkStorageMetadata whole{Shape(r.shape.size(), 0), r.shape};
     if (r.count > 0 && (r.checksum_rows <= 0 || checksum_slab_count(whole, r.checksum_rows) != 1))
-      throw FormatError("h5dcp: " + row_where + " has a malformed checksum layout");
-    if (!fqns.insert(r.fqn).second) throw FormatError("h5dcp: " + row_where + " repeats an fqn of the index");
+      throw FormatError("h5dcp: " + row_where() + " has a malformed checksum layout");
     out.push_back(std::move(r));
   }
+  // No fqn in two rows (the first repeat named, as the rows come).
+  std::vector<std::size_t> by_fqn(out.size());
+  for (std::size_t i = 0; i < by_fqn.size(); ++i) by_fqn[i] = i;
+  std::sort(by_fqn.begin(), by_fqn.end(),
+            [&](std::size_t a, std::size_t b) { return std::tie(out[a].fqn, a) < std::tie(out[b].fqn, b); });
+  std::optional<std::size_t> repeat;
+  for (std::size_t k = 1; k < by_fqn.size(); ++k)
+    if (out[by_fqn[k]].fqn == out[by_fqn[k - 1]].fqn && (!repeat || by_fqn[k] < *repeat)) repeat = by_fqn[k];
+  if (repeat)
+    throw FormatError("h5dcp: row " + std::to_string(*repeat) + " ('" + out[*repeat].fqn + "') of " + where +
+                      " repeats an fqn of the index");
   // No two tensors share an element of a pack.
   std::vector<const PackIndexRow*> by_place;
   for (const auto& r : out)

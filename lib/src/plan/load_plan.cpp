@@ -1,5 +1,6 @@
 #include "plan/load_plan.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -77,20 +78,29 @@ LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Me
                          describe_shape(saved->size));
       continue;
     }
-    auto index = indexes.find(fqn);
-    if (index == indexes.end()) {
-      // Checked once per tensor, on every load: the reads copy each saved
-      // chunk's part of a block, so chunks that overlap (their volumes may
-      // still add up) leave the elements no chunk covers unread. With no
-      // overlap, the sum below is exact: every element of the block is
-      // covered once. (Not a tiling of `saved->size`: a custom planner may
-      // plan against a view of the metadata with a smaller shape.)
-      if (const auto overlap = find_overlap(fqn, saved->chunks))
-        throw FormatError("h5dcp: " + *overlap + ": the checkpoint's chunk attributes are damaged");
-      index = indexes.emplace(fqn, ChunkIndex(saved->chunks)).first;
-    }
     std::vector<std::size_t> sources;
-    const std::int64_t covered = index->second.overlapping_chunks(storage_box, sources);
+    std::int64_t covered = 0;
+    const auto& chunks = saved->chunks;
+    if (chunks.size() == 1 && chunks[0].sizes == saved->size && !saved->size.empty() &&
+        std::all_of(chunks[0].offsets.begin(), chunks[0].offsets.end(), [](std::int64_t o) { return o == 0; })) {
+      // Saved whole (most tensors): the block, inside it, is all that chunk's.
+      covered = volume(storage_box.sizes);
+      if (covered > 0) sources.push_back(0);
+    } else {
+      auto index = indexes.find(fqn);
+      if (index == indexes.end()) {
+        // Checked once per tensor, on every load: the reads copy each saved
+        // chunk's part of a block, so chunks that overlap (their volumes may
+        // still add up) leave the elements no chunk covers unread. With no
+        // overlap, the sum below is exact: every element of the block is
+        // covered once. (Not a tiling of `saved->size`: a custom planner may
+        // plan against a view of the metadata with a smaller shape.)
+        if (const auto overlap = find_overlap(fqn, saved->chunks))
+          throw FormatError("h5dcp: " + *overlap + ": the checkpoint's chunk attributes are damaged");
+        index = indexes.emplace(fqn, ChunkIndex(saved->chunks)).first;
+      }
+      covered = index->second.overlapping_chunks(storage_box, sources);
+    }
     if (covered != volume(storage_box.sizes))
       throw FormatError("h5dcp: the saved chunks of '" + fqn + "' do not cover the block " + describe_box(storage_box) +
                         ": the checkpoint's chunk attributes are damaged");

@@ -18,6 +18,15 @@ void ReadAhead::will_read(std::int64_t offset, std::int64_t length) {
   // A range longer than the window the kernel reads well by itself: the
   // reader's one large read is sequential. Hinting it made 1 GiB cold loads
   // of 128 MiB blocks slower in h5dcp-bench; it stays in the stream, unhinted.
+  // Ranges that follow each other (small tensors in their pack) are one:
+  // a hint per tensor would cost more than the read.
+  if (!ranges_.empty() && ranges_.size() > next_) {
+    auto& last = ranges_.back();
+    if (last.hinted && last.offset + last.length == offset && last.length + length <= std::min(window_, kPieceBytes)) {
+      last.length += length;
+      return;
+    }
+  }
   ranges_.push_back({offset, length, length <= window_});
 }
 

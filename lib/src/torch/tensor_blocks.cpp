@@ -1,5 +1,6 @@
 #include "torch/tensor_blocks.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "h5dcp/error.hpp"
@@ -18,6 +19,10 @@ at::Tensor dest_block(const at::Tensor& dest, const ReadItem& item) {
   for (std::size_t d = 0; d < item.lengths.size(); ++d)
     if (item.dest_offsets[d] < 0 || item.dest_offsets[d] + item.lengths[d] > dest.size(static_cast<std::int64_t>(d)))
       throw UsageError("h5dcp: the read of '" + item.storage_fqn + "' does not fit its destination tensor");
+  // The whole destination (a replicated tensor, loaded whole) needs no view.
+  if (std::equal(item.lengths.begin(), item.lengths.end(), dest.sizes().begin()) &&
+      std::all_of(item.dest_offsets.begin(), item.dest_offsets.end(), [](std::int64_t o) { return o == 0; }))
+    return dest;
   return narrowed(dest, item.dest_offsets, item.lengths);
 }
 
