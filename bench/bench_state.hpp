@@ -39,6 +39,9 @@ struct BenchState {
   double gb() const { return static_cast<double>(rows) * kCols * 4 * kTensors / 1e9; }
   std::int64_t shard_bytes() const { return rows / size * kCols * 4 * kTensors; }
 
+  /// Tensor i's key in the state dict.
+  static std::string name(int i) { return "layer" + std::to_string(i) + ".weight"; }
+
   /// The rows of tensor i that rank `owner` holds: the values, or zeros unless `fill`.
   at::Tensor rows_of(int owner, int i, bool fill) const {
     const auto per_rank = rows / size;
@@ -54,7 +57,7 @@ struct BenchState {
     const int owner = (rank + shift) % size;
     h5dcp::StateDict sd;
     for (int i = 0; i < kTensors; ++i)
-      sd["layer" + std::to_string(i) + ".weight"] =
+      sd[name(i)] =
           h5dcp::ShardedTensor({rows, kCols}, {h5dcp::Shard{rows_of(owner, i, fill), {owner * (rows / size), 0}}});
     return sd;
   }

@@ -180,12 +180,9 @@ bool check_small(const h5dcp::StateDict& sd) {
 // `state`'s tensors whole (every rank holding every row, as a replicated
 // target): the values, or zeros unless `fill`.
 h5dcp::StateDict large_whole(const h5dcp_bench::BenchState& state, bool fill) {
+  const h5dcp_bench::BenchState whole{state.rows, 0, 1, state.device};  // one rank holding every row
   h5dcp::StateDict sd;
-  for (int i = 0; i < kTensors; ++i) {
-    const auto whole = at::arange(state.rows, at::kFloat).unsqueeze(1) + i * 1e6;
-    sd["layer" + std::to_string(i) + ".weight"] =
-        fill ? whole.expand({state.rows, kCols}).contiguous() : at::zeros({state.rows, kCols});
-  }
+  for (int i = 0; i < kTensors; ++i) sd[whole.name(i)] = whole.rows_of(0, i, fill);
   return sd;
 }
 

@@ -632,34 +632,40 @@ def transformer_notes(case):
     return notes
 
 
+def with_notes(case):
+    """' (note; note)' after a ratio, or nothing when the case has no notes."""
+    notes = transformer_notes(case)
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
 H_ASYNC = ("h5dcp's async checkpoints", h.get("async_correct") is not False)
 # The transformer and small-tensor cases are compared only for the same bytes.
 tf_same = bool(tf and peer and peer.get("transformer")) and peer["transformer"]["bytes"] == tf["bytes"]
 for case, label in (("transformer_save", "save"), ("transformer_load", "load (warm)"),
                     ("transformer_load_cold", "load (cold)")):
     target_next(f"transformer with AdamW state: {label} ≥ {SMALL_VS_DCP:g} × {PEER}'s speed",
-                lambda case=case: f"{p_med[case] / s[case]:.2f} ×" + (
-                    f" ({'; '.join(transformer_notes(case))})" if transformer_notes(case) else ""),
+                lambda case=case: f"{p_med[case] / s[case]:.2f} ×" + with_notes(case),
                 lambda case=case: p_med[case] / s[case] >= SMALL_VS_DCP, H,
                 (f"{PEER} transformer {label}", p_ok.get(case), p_med.get(case), s.get(case)), same=tf_same)
 # Issue 51's target 2: the small tensors at the big-tensor rate, per byte (the loads on both sides
 # whole on every rank, so each rank reads the same bytes), and the transformer's save against the
 # peer's (the alternated rounds' medians, as in the table above).
 targets_disk = []
+few_gb = h.get("small_as_large_gb", h["small_gb"])  # the same bytes in few tensors (older runs: small_gb)
 for mine, few_case, label in (("small", "small_as_large", "save"),
                               ("small_load", "small_as_large_load", "load (warm), whole on every rank"),
                               ("small_load_cold", "small_as_large_load_cold", "load (cold), whole on every rank")):
     per_byte = lambda mine=mine, few_case=few_case: (  # noqa: E731
-        s[mine] / h["small_gb"] / (s[few_case] / h.get("small_as_large_gb", h["small_gb"])))
+        s[mine] / h["small_gb"] / (s[few_case] / few_gb))
     target(f"{small_short}: {label}, time per byte ≤ {SMALL_PER_BYTE:g} × the same bytes' in {few}",
            lambda mine=mine, few_case=few_case, per_byte=per_byte:
                f"{near(per_byte(), SMALL_PER_BYTE)} × ({num(s[mine])} s for {sig(h['small_gb'] * 1e3)} MB against "
-               f"{num(s[few_case])} s for {sig(h.get('small_as_large_gb', h['small_gb']) * 1e3)} MB)",
+               f"{num(s[few_case])} s for {sig(few_gb * 1e3)} MB)",
            lambda per_byte=per_byte: per_byte() <= SMALL_PER_BYTE, H,
            (f"h5dcp {label}, same bytes in {few}", h_ok, s.get(mine), s.get(few_case)), table=targets_disk)
 target(f"transformer with AdamW state: save ≥ {TRANSFORMER_SAVE_VS_DCP:g} × {PEER}'s speed",
-       lambda: f"{near(p_med['transformer_save'] / s['transformer_save'], TRANSFORMER_SAVE_VS_DCP)} ×" + (
-           f" ({'; '.join(transformer_notes('transformer_save'))})" if transformer_notes('transformer_save') else ""),
+       lambda: f"{near(p_med['transformer_save'] / s['transformer_save'], TRANSFORMER_SAVE_VS_DCP)} ×" +
+               with_notes("transformer_save"),
        lambda: p_med["transformer_save"] / s["transformer_save"] >= TRANSFORMER_SAVE_VS_DCP, H,
        (f"{PEER} transformer save", p_ok.get("transformer_save"), p_med.get("transformer_save"),
         s.get("transformer_save")), same=tf_same, table=targets_disk)
