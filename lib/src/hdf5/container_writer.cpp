@@ -169,8 +169,8 @@ ContainerWriter::ContainerWriter(const std::string& path, const GlobalSavePlan& 
       rewrite_(true),
       writeback_(path),
       packs_(plan_tensor_packs(plan, -1)) {
-  // The file keeps its h5dcp.created: a variable-length string, written
-  // over, would take a new global heap collection (4 KiB) every time.
+  // The file keeps its h5dcp.created, the time the copy was first made: it
+  // is written over in place, not made anew (only its data and checksums).
   const hid_t root = file_.get();
   for (const auto& t : plan.tensors) {
     tensor_datasets_.push_back(
