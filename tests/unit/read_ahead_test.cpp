@@ -60,6 +60,30 @@ TEST(ReadAhead, HintsFollowWhatIsReadUpToAWindow) {
   EXPECT_EQ(ahead.hinted(), 500'000);
 }
 
+TEST(ReadAhead, AdjacentRangesAreOneHintUpToAWindow) {
+  File file;
+  ReadAhead ahead(file.path, 100'000);
+  ahead.will_read(0, 40'000);
+  ahead.will_read(40'000, 40'000);  // follows the first: joined
+  EXPECT_EQ(ahead.ranges(), 1u);
+  ahead.will_read(80'000, 40'000);  // would make 120k, past the window: a range of its own
+  EXPECT_EQ(ahead.ranges(), 2u);
+  ahead.will_read(130'000, 10'000);  // a gap: its own
+  EXPECT_EQ(ahead.ranges(), 3u);
+  ahead.read(80'000);  // the joined range read: hints reach a window past it, into the last
+  EXPECT_EQ(ahead.hinted(), 130'000);
+  ahead.read(40'000);
+  EXPECT_EQ(ahead.hinted(), 130'000);
+  // The last range is hinted to its end: one announced after it is not
+  // joined to it (the hints have passed it), and is still hinted.
+  ahead.read(5'000);
+  EXPECT_EQ(ahead.hinted(), 130'000);
+  ahead.will_read(140'000, 10'000);
+  EXPECT_EQ(ahead.ranges(), 4u);
+  ahead.read(5'000);
+  EXPECT_EQ(ahead.hinted(), 140'000);
+}
+
 TEST(ReadAhead, OffOrWithoutAFileNothingIsHinted) {
   ReadAhead off("/nonexistent/h5dcp", 0);
   off.will_read(0, 10);

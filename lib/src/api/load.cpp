@@ -104,27 +104,43 @@ LoadResult load_with(const detail::Comm& c, const std::string& path, const detai
       // Copies to a GPU follow the work the caller queued on the targets.
       detail::HostToDevice uploads{detail::CallerWork(state_dict)};
       const auto order = read_order(*plan, *reader);
+      // h5dcp's planner resolves a block by looking it up, nothing more: its
+      // blocks are known before the reads, and the reader puts runs of
+      // packed tensors straight into them. A user's planner resolves each
+      // block when its turn comes (it may make it then).
+      std::vector<at::Tensor> blocks(order.size());
+      if (own_planner)
+        for (std::size_t i = 0; i < order.size(); ++i)
+          if (order[i]->type == ReadItemType::Tensor)
+            blocks[i] = detail::dest_block(planner.resolve_tensor(*order[i]), *order[i]);
       // The kernel reads ahead what comes next while each block is read.
-      for (const auto* item : order)
-        if (item->type == ReadItemType::Tensor)
-          reader->will_read(item->storage_fqn, item->dtype, ChunkStorageMetadata{item->storage_offsets, item->lengths});
-      for (const auto* next : order) {
-        const auto& item = *next;
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const auto& item = *order[i];
+        if (item.type != ReadItemType::Tensor) continue;
+        const auto& block = blocks[i];
+        const bool in_place = block.defined() && block.device().is_cpu() && block.is_contiguous() &&
+                              block.scalar_type() == detail::to_scalar_type(item.dtype);
+        reader->will_read(item.storage_fqn, item.dtype, ChunkStorageMetadata{item.storage_offsets, item.lengths},
+                          in_place ? block.data_ptr() : nullptr);
+      }
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const auto& item = *order[i];
         if (item.type == ReadItemType::Value) {
           const auto& storage = std::get<BytesStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn));
           planner.load_value(
               item, detail::decode_value(storage.encoding, index.values.at(item.storage_fqn), item.storage_fqn));
           continue;
         }
-        const auto dest = planner.resolve_tensor(item);
+        const auto dest = own_planner ? blocks[i] : planner.resolve_tensor(item);
+        const auto block = own_planner ? blocks[i] : detail::dest_block(dest, item);
         const auto sums = verify ? index.checksums.find(item.storage_fqn) : index.checksums.end();
         if (sums != index.checksums.end())
           detail::read_verified(
-              *reader, item, detail::dest_block(dest, item),
+              *reader, item, block,
               std::get<TensorStorageMetadata>(index.metadata.state_dict_metadata.at(item.storage_fqn)), sums->second,
               uploads);
         else
-          read_into(*reader, item, detail::dest_block(dest, item), uploads);
+          read_into(*reader, item, block, uploads);
         if (!own_planner) uploads.finish();  // a user's commit_tensor may read the block
         planner.commit_tensor(item, dest);
       }

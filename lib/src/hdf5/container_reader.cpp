@@ -2,7 +2,11 @@
 
 #include <hdf5.h>
 
+#include <fcntl.h>
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -357,6 +361,12 @@ hid_t ContainerReader::pack(DType dtype) {
   return it->second.get();
 }
 
+std::uint64_t ContainerReader::pack_start(DType dtype) {
+  auto it = pack_starts_.find(dtype);
+  if (it == pack_starts_.end()) it = pack_starts_.emplace(dtype, H5Dget_offset(pack(dtype))).first;
+  return it->second;
+}
+
 const PackIndexRow* ContainerReader::packed_row(const std::string& fqn) const {
   const auto it = packed_.find(fqn);
   return it == packed_.end() ? nullptr : &it->second;
@@ -384,11 +394,55 @@ void ContainerReader::read_pack_elements(DType dtype, ElementRange range, void* 
                "reading the packed tensor '" + fqn + "' from '" + path_ + "'");
 }
 
+// The run straight into the places of its pieces (plan/pack_runs.hpp), its
+// gaps into the run buffer, by POSIX reads of the pack's bytes: a pack is a
+// contiguous dataset of a little-endian type (read_pack_index checks the
+// type), so its bytes in the file are its elements. False when that cannot
+// be done here (no address, another byte order, no descriptor): the caller
+// reads through HDF5.
+bool ContainerReader::read_run_into_place(DType dtype, ElementRange run, const std::vector<ElementRange>& pieces,
+                                          const std::string& fqn) {
+  if constexpr (std::endian::native != std::endian::little) return false;
+  const haddr_t start = pack_start(dtype);
+  if (start == HADDR_UNDEF) return false;
+  if (!raw_) raw_ = FileDescriptor::open_or_invalid(path_, O_RDONLY);
+  if (!raw_) return false;
+  const auto size = static_cast<std::int64_t>(dtype_size(dtype));
+  std::int64_t gap_bytes = 0;
+  for (const auto& piece : pieces)
+    if (piece.into == nullptr) gap_bytes = std::max(gap_bytes, piece.count * size);
+  if (gap_bytes > run_capacity_) {
+    run_bytes_ = std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(gap_bytes));
+    run_capacity_ = gap_bytes;
+  }
+  std::vector<iovec> buffers;
+  buffers.reserve(pieces.size());
+  for (const auto& piece : pieces)
+    buffers.push_back(
+        {piece.into != nullptr ? piece.into : run_bytes_.get(), static_cast<std::size_t>(piece.count * size)});
+  const auto wanted = static_cast<std::size_t>(run.count * size);
+  if (read_vector_at(raw_.get(), buffers, start + static_cast<std::uint64_t>(run.first * size), path_) != wanted)
+    throw FormatError("h5dcp: reading the packed tensor '" + fqn + "' from '" + path_ +
+                      "': the file ends inside its pack (truncated)");
+  return true;
+}
+
 // From the last run read when it holds the range; else the range with the
-// announced ranges next to it, as one read (plan/pack_runs.hpp).
+// announced ranges next to it, as one read (plan/pack_runs.hpp): straight
+// into their places when each has one, else into a buffer they are copied
+// out of.
 void ContainerReader::read_pack_range(DType dtype, ElementRange range, void* out, const std::string& fqn) {
   const auto size = static_cast<std::int64_t>(dtype_size(dtype));
-  if (run_.count == 0 || run_dtype_ != dtype || range.first < run_.first || range.end() > run_.end()) {
+  const bool in_run = run_.count > 0 && run_dtype_ == dtype && range.first >= run_.first && range.end() <= run_.end();
+  if (in_run && !run_pieces_.empty()) {
+    // Read into place already, if this is the read announced with `out`.
+    const auto it = std::lower_bound(run_pieces_.begin(), run_pieces_.end(), range.first,
+                                     [](const ElementRange& p, std::int64_t first) { return p.first < first; });
+    if (it != run_pieces_.end() && it->first == range.first && it->count == range.count && it->into == out) return;
+    read_pack_elements(dtype, range, out, fqn);
+    return;
+  }
+  if (!in_run) {
     if (!announced_sorted_) {
       for (auto& [pack_dtype, ranges] : announced_) sort_ranges(ranges);
       announced_sorted_ = true;
@@ -396,11 +450,20 @@ void ContainerReader::read_pack_range(DType dtype, ElementRange range, void* out
     const auto it = announced_.find(dtype);
     const auto run =
         it == announced_.end() ? range : pack_run(it->second, range, kPackRunGapBytes / size, kPackRunMaxBytes / size);
+    run_.count = 0;  // a failed read leaves no run behind
+    if (it != announced_.end()) {
+      auto pieces = scatter_pieces(it->second, run, size);
+      if (!pieces.empty() && pieces.front().into == out && read_run_into_place(dtype, run, pieces, fqn)) {
+        run_ = run;
+        run_dtype_ = dtype;
+        run_pieces_ = std::move(pieces);
+        return;
+      }
+    }
     if (run.count == range.count) {
       read_pack_elements(dtype, range, out, fqn);
       return;
     }
-    run_.count = 0;  // a failed read leaves no run behind
     if (run.count * size > run_capacity_) {
       run_bytes_ = std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(run.count * size));
       run_capacity_ = run.count * size;
@@ -408,6 +471,7 @@ void ContainerReader::read_pack_range(DType dtype, ElementRange range, void* out
     read_pack_elements(dtype, run, run_bytes_.get(), fqn);
     run_ = run;
     run_dtype_ = dtype;
+    run_pieces_.clear();
   }
   std::memcpy(out, run_bytes_.get() + (range.first - run_.first) * size, static_cast<std::size_t>(range.count * size));
 }
@@ -463,18 +527,21 @@ hid_t ContainerReader::dataset(const std::string& fqn) {
   return it->second.get();
 }
 
-void ContainerReader::will_read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box) {
+void ContainerReader::will_read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box, void* into) {
   const auto elements = volume(box.sizes);
   if (elements == 0) return;
   if (const auto it = packed_.find(fqn); it != packed_.end()) {
     // The whole tensor: it is small, and read whole unless the block is one range.
     const auto size = static_cast<std::int64_t>(dtype_size(it->second.dtype));
-    const haddr_t start = H5Dget_offset(pack(it->second.dtype));
+    const haddr_t start = pack_start(it->second.dtype);
     if (start != HADDR_UNDEF)
       read_ahead_.will_read(static_cast<std::int64_t>(start) + it->second.offset * size, it->second.count * size);
     // A block outside the tensor is not announced: its read() throws.
     if (contains({Shape(it->second.shape.size(), 0), it->second.shape}, box)) {
-      announced_[it->second.dtype].push_back(pack_range_of(it->second, box));
+      auto range = pack_range_of(it->second, box);
+      // A block that is not one range is read whole and copied out: no place.
+      if (is_contiguous_in(box, it->second.shape) && dtype == it->second.dtype) range.into = into;
+      announced_[it->second.dtype].push_back(range);
       announced_sorted_ = false;
     }
     return;
@@ -531,6 +598,7 @@ void ContainerReader::close() {
   for (auto& [fqn, d] : datasets_) d.close("the dataset of '" + fqn + "'");
   for (auto& [dtype, d] : packs_) d.close("the pack of " + std::string(dtype_name(dtype)));
   file_.close("'" + path_ + "'");
+  raw_.close_quietly();  // only read
   // Every id is closed here, so that destroying a closed reader makes no
   // HDF5 call (an owner may no longer hold the HDF5 gate then).
   dxpl_.close("the transfer property list of '" + path_ + "'");

@@ -13,6 +13,7 @@
 #include "hdf5/pack_index.hpp"
 #include "plan/codec.hpp"
 #include "plan/pack_runs.hpp"
+#include "storage/file_descriptor.hpp"
 #include "storage/read_ahead.hpp"
 
 namespace h5dcp::detail {
@@ -40,9 +41,12 @@ class ContainerReader {
   /// the kernel reads it ahead (storage/read_ahead.hpp). Only blocks that
   /// are one range of the file, or nearly (rows), are announced. A packed
   /// tensor's block is also remembered, so that read() takes it with its
-  /// neighbours in one run of the pack (plan/pack_runs.hpp). Throws like
-  /// read() when the dataset cannot be opened.
-  void will_read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box);
+  /// neighbours in one run of the pack (plan/pack_runs.hpp). `into`: where
+  /// read() will be asked to put it, when the caller knows (contiguous, of
+  /// the stored dtype, and left alone until then): a run whose blocks all
+  /// have such places is read straight into them, not into a buffer. Throws
+  /// like read() when the dataset cannot be opened.
+  void will_read(const std::string& fqn, DType dtype, const ChunkStorageMetadata& box, void* into = nullptr);
 
   /// The packs' index row of `fqn`, or nullptr when it has a dataset of its
   /// own. Reads of packed tensors in pack order (dtype, then offset) take
@@ -63,7 +67,12 @@ class ContainerReader {
 
  private:
   Hid pack(DType dtype);
+  // Where the pack's elements start in the file (H5Dget_offset, asked once),
+  // or HADDR_UNDEF (not contiguous, not written, external).
+  std::uint64_t pack_start(DType dtype);
   void read_pack_range(DType dtype, ElementRange range, void* out, const std::string& fqn);
+  bool read_run_into_place(DType dtype, ElementRange run, const std::vector<ElementRange>& pieces,
+                           const std::string& fqn);
   void read_pack_elements(DType dtype, ElementRange range, void* out, const std::string& fqn);
   void read_packed(const std::string& fqn, const PackIndexRow& row, DType dtype, const ChunkStorageMetadata& box,
                    void* out);
@@ -74,15 +83,19 @@ class ContainerReader {
   std::map<std::string, Handle> datasets_;
   std::map<std::string, PackIndexRow> packed_;  // fqn -> its row of the packs' index (format 1.2)
   std::map<DType, Handle> packs_;               // opened once each
+  std::map<DType, std::uint64_t> pack_starts_;  // pack_start's answers
   // The ranges of each pack will_read announced, sorted before the next read.
   std::map<DType, std::vector<ElementRange>> announced_;
   bool announced_sorted_ = true;
-  // The last run read from a pack: the reads inside it are copies.
+  // The last run read from a pack: the reads inside it are copies, or, when
+  // it was read into place (run_pieces_ not empty), nothing to do.
   DType run_dtype_ = DType::Float32;
   ElementRange run_;
+  std::vector<ElementRange> run_pieces_;
   std::unique_ptr<char[]> run_bytes_;  // not zeroed first: every byte is read into
   std::int64_t run_capacity_ = 0;
   ReadAhead read_ahead_;
+  FileDescriptor raw_;  // the file, for runs read into place (not through HDF5)
 };
 
 }  // namespace h5dcp::detail

@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -27,6 +30,29 @@ std::size_t read_at(int fd, void* out, std::size_t size, std::uint64_t offset, c
     if (n < 0) throw_errno("reading '" + path + "'", errno);
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+std::size_t read_vector_at(int fd, std::vector<iovec>& pieces, std::uint64_t offset, const std::string& path) {
+  std::size_t done = 0;
+  std::size_t next = 0;  // the first piece not read to its end
+  while (next < pieces.size()) {
+    const auto count = static_cast<int>(std::min<std::size_t>(pieces.size() - next, IOV_MAX));
+    const auto n = ::preadv(fd, pieces.data() + next, count, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno("reading '" + path + "'", errno);
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+    // Past the pieces read whole, into the one read in part.
+    for (auto left = static_cast<std::size_t>(n); left > 0 && next < pieces.size();) {
+      const auto take = std::min(left, pieces[next].iov_len);
+      pieces[next].iov_base = static_cast<char*>(pieces[next].iov_base) + take;
+      pieces[next].iov_len -= take;
+      left -= take;
+      if (pieces[next].iov_len == 0) ++next;
+    }
+    while (next < pieces.size() && pieces[next].iov_len == 0) ++next;
   }
   return done;
 }

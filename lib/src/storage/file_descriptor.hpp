@@ -4,9 +4,12 @@
 // throwing; the destructor closes quietly, because it runs on failure paths
 // and during unwinding, where a second exception would terminate.
 
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace h5dcp::detail {
 
@@ -51,6 +54,13 @@ class FileDescriptor {
 /// fewer only at the end of the file. Throws IoError "h5dcp: reading
 /// '<path>' failed: <strerror>".
 std::size_t read_at(int fd, void* out, std::size_t size, std::uint64_t offset, const std::string& path);
+
+/// Reads consecutive bytes at `offset` of `fd` (the file `path`) into the
+/// buffers `pieces` name, in order, as few preadv(2) calls as IOV_MAX
+/// allows, retrying interrupted and short reads; returns how many bytes it
+/// read, fewer only at the end of the file. `pieces` is consumed (its
+/// entries advanced). Throws IoError like read_at.
+std::size_t read_vector_at(int fd, std::vector<iovec>& pieces, std::uint64_t offset, const std::string& path);
 
 /// Opens the input file `path` for reading: with O_NONBLOCK, because open(2)
 /// of a FIFO or a device would block forever, then checked with fstat to be

@@ -20,7 +20,7 @@ void ReadAhead::will_read(std::int64_t offset, std::int64_t length) {
   // of 128 MiB blocks slower in h5dcp-bench; it stays in the stream, unhinted.
   // Ranges that follow each other (small tensors in their pack) are one:
   // a hint per tensor would cost more than the read.
-  if (!ranges_.empty() && ranges_.size() > next_) {
+  if (ranges_.size() > next_) {
     auto& last = ranges_.back();
     if (last.hinted && last.offset + last.length == offset && last.length + length <= std::min(window_, kPieceBytes)) {
       last.length += length;

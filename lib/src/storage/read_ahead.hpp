@@ -39,6 +39,10 @@ class ReadAhead {
   /// How far into the stream of announced bytes hints reach (for tests).
   std::int64_t hinted() const noexcept { return hinted_; }
 
+  /// How many ranges the announced ones became, after adjacent ones were
+  /// joined (for tests).
+  std::size_t ranges() const noexcept { return ranges_.size(); }
+
  private:
   struct Range {
     std::int64_t offset;

@@ -1,6 +1,5 @@
 #include "torch/tensor_blocks.hpp"
 
-#include <algorithm>
 #include <string>
 
 #include "h5dcp/error.hpp"
@@ -8,7 +7,13 @@
 namespace h5dcp::detail {
 
 at::Tensor narrowed(at::Tensor t, const Shape& offsets, const Shape& sizes) {
-  for (std::size_t d = 0; d < sizes.size(); ++d) t = t.narrow(static_cast<std::int64_t>(d), offsets[d], sizes[d]);
+  // A dimension taken whole needs no view: a replicated tensor loaded whole
+  // is then the tensor itself, with no view made (a view per tensor is a
+  // load's time when there are thousands of small ones).
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    const auto dim = static_cast<std::int64_t>(d);
+    if (offsets[d] != 0 || sizes[d] != t.size(dim)) t = t.narrow(dim, offsets[d], sizes[d]);
+  }
   return t;
 }
 
@@ -19,10 +24,6 @@ at::Tensor dest_block(const at::Tensor& dest, const ReadItem& item) {
   for (std::size_t d = 0; d < item.lengths.size(); ++d)
     if (item.dest_offsets[d] < 0 || item.dest_offsets[d] + item.lengths[d] > dest.size(static_cast<std::int64_t>(d)))
       throw UsageError("h5dcp: the read of '" + item.storage_fqn + "' does not fit its destination tensor");
-  // The whole destination (a replicated tensor, loaded whole) needs no view.
-  if (std::equal(item.lengths.begin(), item.lengths.end(), dest.sizes().begin()) &&
-      std::all_of(item.dest_offsets.begin(), item.dest_offsets.end(), [](std::int64_t o) { return o == 0; }))
-    return dest;
   return narrowed(dest, item.dest_offsets, item.lengths);
 }
 
