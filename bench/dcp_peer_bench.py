@@ -5,7 +5,7 @@ the same disk, and bench/performance_report.py compares the two.
 
     mpiexec -n RANKS python bench/dcp_peer_bench.py --dir DIR --gib GIB --reps REPS \
         --json OUT.json [--threads auto|each|N] [--no-cold] [--small-count N --small-kib K] [--port P]
-        [--save-only | --transformer-only | --async-only]
+        [--save-only | --load-only | --transformer-only | --async-only]
 
 The data is h5dcp-bench's: 4 float32 tensors [rows, 4096] totalling GIB GiB,
 row-sharded over the ranks (here as DTensors, Shard(0)), value row + i * 1e6
@@ -112,6 +112,9 @@ parser.add_argument("--transformer-only", action="store_true",
 parser.add_argument("--save-only", action="store_true",
                     help="only the save, read back and checked after each repetition, untimed (bench.sh "
                          "alternates it with h5dcp-bench --save-only)")
+parser.add_argument("--load-only", action="store_true",
+                    help="only the loads (warm and cold, same and resharded), each repetition after an untimed "
+                         "save (bench.sh alternates them with h5dcp-bench --load-only)")
 parser.add_argument("--async-only", action="store_true",
                     help="only the async save, staged in the call (bench.sh times it against h5dcp's saves until "
                          "durable)")
@@ -123,8 +126,8 @@ if args.reps < 1:
 each_count = args.threads == "each"
 if each_count and not args.save_only:
     parser.error("--threads each goes with --save-only")
-if args.async_only and (args.save_only or args.transformer_only):
-    parser.error("--async-only goes without --save-only and --transformer-only")
+if sum(map(bool, (args.async_only, args.save_only, args.load_only, args.transformer_only))) > 1:
+    parser.error("--save-only, --load-only, --transformer-only and --async-only go alone")
 on_gpu = args.device == "cuda"
 if on_gpu and (args.small_count or args.transformer_layers):
     parser.error("--device cuda runs the large-tensor cases only: pass --small-count 0 --transformer-layers 0")
@@ -488,16 +491,18 @@ def save_then_load(name, state_dict, path, make_target, check_target, keep):
             seconds[case].append(t)
 
 
-only = args.transformer_only or args.save_only or args.async_only
+only = args.transformer_only or args.save_only or args.async_only or args.load_only
 cases = [] if args.transformer_only else [f"save@{n}" for n in THREAD_CANDIDATES] if each_count else \
     ["save"] if args.save_only else ["async_blocking", "async_total"] if args.async_only else \
+    ["load", "reshard"] + (["load_cold", "reshard_cold"] if cold else []) if args.load_only else \
     ["save", "load", "reshard", "async_blocking", "async_total"] + \
     (["async_bg_blocking", "async_bg_staged", "async_bg_total"] if on_gpu else [])
 if cold and not only:
     cases += ["load_cold", "reshard_cold"]
 if args.small_count and not only:
     cases += ["small_save", "small_load"] + (["small_load_cold"] if cold else [])
-transformer = transformer_state(True) if args.transformer_layers and not (args.save_only or args.async_only) else None
+transformer = transformer_state(True) if args.transformer_layers and not (args.save_only or args.async_only or
+                                                                          args.load_only) else None
 transformer_path = os.path.join(args.dir, "dcp-transformer")
 if transformer:
     cases += ["transformer_save", "transformer_load"] + (["transformer_load_cold"] if cold else [])
@@ -590,7 +595,7 @@ for rep in range(1 + args.reps):
 
     settle(save_path)
     t, c = watched(lambda: dcp.save(saved, storage_writer=writer(save_path, threads)))
-    if keep:
+    if keep and not args.load_only:  # --load-only: the save only makes what the loads read
         seconds["save"].append(t)
         conditions.setdefault("save", []).append(c)
     if args.save_only:
@@ -603,10 +608,12 @@ for rep in range(1 + args.reps):
             continue
         t, good = timed_load(save_path, lambda: state(m, False), lambda sd: check(sd, m), case.endswith("_cold"))
         ok[case] &= good
-        if case == "load":
+        if case == "load" and "save" in ok:
             ok["save"] &= good  # the save is checked by reading it back
         if keep:
             seconds[case].append(t)
+    if args.load_only:
+        continue
 
     if args.small_count:
         save_then_load("small", small, small_path, small_state, small_check, keep)

@@ -88,6 +88,10 @@ struct Args : h5dcp_bench::CommonArgs {
   std::int64_t staging_mib = 0;               // 0: this rank's bytes; kLibraryStaging: the library's default
   bool independent = false;                   // h5dcp saves with independent instead of collective writes
   bool save_only = false;                     // only the raw write and the h5dcp save (to measure a knob)
+  // Only the 1 GiB loads, warm and cold, same and resharded, each repetition
+  // after an untimed save (bench.sh alternates them with the peer's, so that
+  // both read a file just written on a disk in the same state).
+  bool load_only = false;
   // No raw MPI-IO writes (with --save-only: bench.sh alternates the save with
   // the peer's, and neither side then writes anything else in between).
   bool no_raw = false;
@@ -299,6 +303,7 @@ int main(int argc, char** argv) {
       {"--raw-only", {&Args::raw_only}},
       {"--independent", {&Args::independent}},
       {"--save-only", {&Args::save_only}},
+      {"--load-only", {&Args::load_only, &Args::no_raw}},
       {"--no-raw", {&Args::no_raw}},
       {"--async-only", {&Args::async_only}},
       {"--transformer-only", {&Args::transformer_only}},
@@ -313,7 +318,8 @@ int main(int argc, char** argv) {
       "                                 [--raw-only]\n"
       "                                 [--transformer-layers L (0: none)] [--transformer-hidden H]\n"
       "                                 [--transformer-vocab V]\n"
-      "                                 [--independent] [--save-only] [--no-raw] [--async-only]\n"
+      "                                 [--independent] [--save-only] [--load-only] [--no-raw]\n"
+      "                                 [--async-only]\n"
       "                                 [--transformer-only] [--transformer-layouts]\n"
       "                                 [--memory-only save|async|load|reshard] [--baselines-only]\n",
       [&](const std::string& arg, const auto& value) {
@@ -400,7 +406,8 @@ int main(int argc, char** argv) {
 
   // The first async save allocates and touches the staging memory, once for
   // the run: made here, untimed, so that no repetition includes it.
-  if (!args.raw_only && !args.save_only && !args.transformer_only && !args.baselines_only) async_save();
+  if (!args.raw_only && !args.save_only && !args.load_only && !args.transformer_only && !args.baselines_only)
+    async_save();
 
   std::map<std::string, std::vector<double>> t;
   // What the machine did during each repetition of the watched cases
@@ -576,7 +583,10 @@ int main(int argc, char** argv) {
     if (args.independent) save_options.io_mode = h5dcp::IoMode::Independent;
     fresh(ckpt);
     mark("sync save", rep);
-    watched("save", [&] { h5dcp::save(saved, ckpt, save_options); });
+    if (args.load_only)
+      h5dcp::save(saved, ckpt, save_options);  // what the loads read, untimed
+    else
+      watched("save", [&] { h5dcp::save(saved, ckpt, save_options); });
     if (args.save_only) {
       // Every save read back untimed (the peer's --save-only reads back each of its own too): the
       // figure of a save that wrote wrong bytes is refused by the report.
@@ -598,6 +608,7 @@ int main(int argc, char** argv) {
       watched("reshard" + suffix, [&] { h5dcp::load(shifted, ckpt); });
       correct &= state.equal(shifted, size_ > 1 ? 1 : 0);
     }
+    if (args.load_only) continue;
     // The read-ahead hints' knob, measured: the cold load without them.
     if (cold) {
       without_read_ahead([&] {
@@ -778,8 +789,8 @@ int main(int argc, char** argv) {
   async_back.reset();
   // Every case ran (not one of the runs that measure a knob or a part). The memory a save or a
   // load adds is measured in processes of their own (--memory-only), not after all these cases.
-  const bool full_run =
-      !args.raw_only && !args.save_only && !args.async_only && !args.transformer_only && !args.baselines_only;
+  const bool full_run = !args.raw_only && !args.save_only && !args.load_only && !args.async_only &&
+                        !args.transformer_only && !args.baselines_only;
   std::int64_t peak = status_bytes("VmHWM:");
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
 
@@ -826,7 +837,15 @@ int main(int argc, char** argv) {
         row("  + XXH3, published", median(t["posix_checkpoint"]), gb);
         if (full_run) row("O_DIRECT write + fsync", median(t["direct_write"]), gb);
       }
-      if (!args.raw_only && !args.async_only && !args.baselines_only) row("h5dcp save", median(t["save"]), gb);
+      if (!args.raw_only && !args.async_only && !args.baselines_only && !args.load_only)
+        row("h5dcp save", median(t["save"]), gb);
+      if (args.load_only)
+        for (const auto& [key, name] :
+             std::vector<std::pair<std::string, std::string>>{{"load", "h5dcp load"},
+                                                              {"reshard", "h5dcp resharded load"},
+                                                              {"load_cold", "h5dcp load, cold"},
+                                                              {"reshard_cold", "h5dcp resharded load, cold"}})
+          if (t.count(key) != 0) row(name.c_str(), median(t.at(key)), gb);
       if (args.async_only) row("h5dcp async save (total)", median(t["async_total"]), gb);
       if (full_run) {
         row("h5dcp load", median(t["load"]), gb);

@@ -272,6 +272,21 @@ base_times = {k: [t for j in save_ab_b for t in j.get("seconds", {}).get(k, [])]
 base_ab = bool(save_ab_b) and len(save_ab_b) == save_ab_rounds and all(base_times.values()) and \
     all(abs(j["gb"] - gb) <= 1e-4 * gb for j in save_ab_b)
 base_med = {k: statistics.median(v) for k, v in base_times.items()} if base_ab else {}
+# The 1 GiB loads run alternately by both sides (bench.sh's ab/load-*: rounds of h5dcp-bench
+# --load-only and the peer's --load-only, each repetition loading the file its side just saved): where
+# present, the load-vs-peer targets take the medians over every round's repetitions, case by case.
+LOAD_KEYS = ("load", "reshard", "load_cold", "reshard_cold")
+load_ab_h, load_ab_p = alternated_rounds("load-")
+load_ab = bool(load_ab_h) and all(abs(j["gb"] - gb) <= 1e-4 * gb for j in load_ab_h + load_ab_p)
+load_ab_h_ok = load_ab and all(j.get("correct") for j in load_ab_h)
+load_ab_med, load_ab_times = {}, {}  # case -> (h5dcp's, the peer's, the peer's check); their repetitions
+for k in LOAD_KEYS if load_ab else ():
+    hs = [t for j in load_ab_h for t in j.get("seconds", {}).get(k, [])]
+    ps = [t for j in load_ab_p for t in j["cases"].get(k, {}).get("seconds", [])]
+    if hs and ps:
+        load_ab_med[k] = (statistics.median(hs), statistics.median(ps),
+                          all(j["cases"][k]["ok"] for j in load_ab_p))
+        load_ab_times[k] = (hs, ps)
 tensors = layout.get("tensors") or (peer or {}).get("tensors")
 few = f"{tensors} tensors" if tensors else "the large-tensor layout"
 small_name = f"{small_count:,} tensors of {small_kib:g} KiB" if small_count else "many small tensors"
@@ -358,6 +373,15 @@ if save_ab:
          save_ab_p_med, bw(save_ab_p_med, peer["gb"]) if peer else None,
          spread(save_ab_p_times), check_cell(save_ab_p_ok) + " (read back)"),
     ]
+for key, label in (("load", "load (same sharding)"), ("reshard", "resharded load"), ("load_cold", "load, cold"),
+                   ("reshard_cold", "resharded load, cold")):
+    if key in load_ab_med:
+        mine, theirs, theirs_ok = load_ab_med[key]
+        rounds = plural(len(load_ab_h), "round")
+        rows += [(f"h5dcp {label}, alternated with the peer ({rounds})", mine, bw(mine),
+                  spread(load_ab_times[key][0]), check_cell(load_ab_h_ok)),
+                 (f"{PEER} {label}, alternated with h5dcp ({rounds})", theirs, bw(theirs, peer["gb"]) if peer else None,
+                  spread(load_ab_times[key][1]), check_cell(theirs_ok))]
 if base_ab:
     rows += [(f"{label}, alternated with the saves ({plural(save_ab_rounds, 'round')})", base_med[key],
               bw(base_med[key]), spread(base_times[key]), "not read back")
@@ -513,7 +537,7 @@ def verdict(ok):
 raw_romio = bw(s["raw"])
 raw_independent = h_rate("raw_independent") or 0
 raw_best = max(raw_romio, raw_independent)
-dsave, dload, dresh = p_med.get("save"), p_med.get("load"), p_med.get("reshard")
+dsave = p_med.get("save")
 H = ("h5dcp", h_ok)
 # The save against the peer's: from the alternated rounds where bench.sh ran
 # them, else the main runs'.
@@ -571,11 +595,24 @@ target(f"save ≥ {SAVE_VS_RAW:g} × raw MPI-IO write (the faster ROMIO write, c
        lambda: base_raw() / base_save >= SAVE_VS_RAW, H_BASE)
 target(f"save not slower than {PEER}", lambda: f"{near(dsave / hsave_vs_peer, 1)} × {PEER}'s speed" + save_ab_note,
        lambda: hsave_vs_peer <= dsave, H_SAVE, P_SAVE)
-target(f"load ≥ {LOAD_VS_DCP:g} × {PEER} load", lambda: f"{dload / s['load']:.2f} ×",
-       lambda: dload / s["load"] >= LOAD_VS_DCP, H, (f"{PEER} load", p_ok.get("load"), dload))
-target(f"resharded load ≥ {RESHARD_VS_DCP:g} × {PEER} resharded load",
-       lambda: f"{dresh / s['reshard']:.2f} ×", lambda: dresh / s["reshard"] >= RESHARD_VS_DCP, H,
-       (f"{PEER} resharded load", p_ok.get("reshard"), dresh))
+
+
+def load_vs_peer(case, label):
+    """A load case's figures against the peer's: (h5dcp's seconds, the peer's, h5dcp's side, the
+    peer's side, a note) from the alternated rounds where bench.sh ran them, else the main runs'."""
+    if case in load_ab_med:
+        mine, theirs, theirs_ok = load_ab_med[case]
+        main = f"; the main runs: {p_med[case] / s[case]:.2f} ×" if case in p_med and case in s else ""
+        return mine, theirs, ("h5dcp's alternated loads", load_ab_h_ok), \
+            (f"{PEER}'s alternated {label}", theirs_ok, theirs), f" (the alternated rounds{main})"
+    return s.get(case), p_med.get(case), H, (f"{PEER} {label}", p_ok.get(case), p_med.get(case)), ""
+
+
+for case, label, limit in (("load", "load", LOAD_VS_DCP), ("reshard", "resharded load", RESHARD_VS_DCP)):
+    mine, theirs, mine_side, theirs_side, note = load_vs_peer(case, label)
+    target(f"{label} ≥ {limit:g} × {PEER} {label}",
+           lambda mine=mine, theirs=theirs, note=note: f"{theirs / mine:.2f} ×{note}",
+           lambda mine=mine, theirs=theirs, limit=limit: theirs / mine >= limit, (*mine_side, mine), theirs_side)
 target(f"resharded load time ≤ {RESHARD_VS_LOAD:g} × same-sharding load", lambda: f"{s['reshard'] / s['load']:.2f} ×",
        lambda: s["reshard"] <= RESHARD_VS_LOAD * s["load"], H)
 target(f"{small_short} ≤ {SMALL_VS_LARGE:g} × same bytes in {few}",
@@ -694,10 +731,10 @@ target_next(f"save ≥ {SAVE_VS_POSIX:g} × the POSIX write that does h5dcp's wo
 target_next(f"save ≥ {SAVE_VS_DCP:g} × {PEER}'s save", lambda: f"{near(dsave / hsave_vs_peer, SAVE_VS_DCP)} ×" + save_ab_note,
             lambda: dsave / hsave_vs_peer >= SAVE_VS_DCP, H_SAVE, P_SAVE)
 for case, label in (("load_cold", "cold load (same sharding)"), ("reshard_cold", "cold resharded load")):
+    mine, theirs, mine_side, theirs_side, note = load_vs_peer(case, label)
     target_next(f"{label} ≥ {COLD_VS_DCP:g} × {PEER}'s",
-                lambda case=case: f"{p_med[case] / s[case]:.2f} ×",
-                lambda case=case: p_med[case] / s[case] >= COLD_VS_DCP, H,
-                (f"{PEER} {label}", p_ok.get(case), p_med.get(case), s.get(case)))
+                lambda mine=mine, theirs=theirs, note=note: f"{theirs / mine:.2f} ×{note}",
+                lambda mine=mine, theirs=theirs: theirs / mine >= COLD_VS_DCP, (*mine_side, mine), theirs_side)
     target_next(f"{label} time ≤ {COLD_VS_READ:g} × a cold POSIX read of the same bytes",
                 lambda case=case: f"{s[case] / s['posix_read_cold']:.2f} ×",
                 lambda case=case: s[case] <= COLD_VS_READ * s["posix_read_cold"], H,
@@ -1262,6 +1299,18 @@ def save_vs_peer_text():
     return text
 
 
+def load_vs_peer_text():
+    """How the load-vs-peer targets were measured, where bench.sh ran the alternated load rounds."""
+    if not load_ab_med:
+        return ""
+    labels = {"load": "load", "reshard": "resharded load", "load_cold": "cold load", "reshard_cold": "cold resharded load"}
+    return "\n" + fill("load_vs_peer.rounds", rounds=plural(len(load_ab_h), "round"),
+                reps=plural(load_ab_h[0].get("reps", 1), "timed repetition"), peer=PEER,
+                warmups=plural(load_ab_h[0].get("warmup_reps", 1), "warm-up"),
+                cases="; ".join(f"{labels[k]} {num(mine)} s against {num(theirs)} s"
+                                for k, (mine, theirs, _) in load_ab_med.items()))
+
+
 def fastest_raw(raw, raw_independent):
     """The faster of a run's two raw MPI-IO writes (the save's target is taken against it)."""
     return min(t for t in (raw, raw_independent) if t)
@@ -1308,7 +1357,7 @@ values = dict(
     spread_note=fill("spread_note") if peer or ts else "",
     tables="\n".join(lines),
     write_share=fill("write_share", percent=f"{100 * write_sync / sync_worked:.1f}") if sync_worked else "",
-    save_vs_peer=save_vs_peer_text(), early_writeback=early_writeback_measured(),
+    save_vs_peer=save_vs_peer_text() + load_vs_peer_text(), early_writeback=early_writeback_measured(),
     small_floor=fill("small_floor", ratio=f"{s['small_hdf5_bare'] / s['small_as_large']:.2f}", few=few,
                      packed=f"{s['small'] / s['small_as_large']:.2f}") if "small_hdf5_bare" in s and h_ok else "",
     floor_attrs=f"{floor_attrs} attributes" if floor_attrs else "several attributes",

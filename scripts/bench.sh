@@ -37,6 +37,8 @@
 # SAVE_AB_ROUNDS (5): the same for the 1 GiB save, with the save's baselines (raw MPI-IO and POSIX
 # writes) as a third side (the save targets);
 # ASYNC_SAMPLES (3): h5dcp-bench's bare copies and async cases, per repetition;
+# LOAD_AB_ROUNDS (3): the same for the 1 GiB loads (warm and cold, same and resharded sharding),
+# each repetition reading the file its own side just saved, untimed;
 # DURABLE_ROUNDS (3): rounds of saves until durable, each right after a settled disk (the sync
 # save, h5dcp's async saves with 3 staging sizes, the peer's async save), AB_REPS each.
 set -euo pipefail
@@ -49,6 +51,7 @@ DCP_THREADS=${DCP_THREADS:-auto}
 AB_ROUNDS=${AB_ROUNDS:-3}
 SAVE_AB_ROUNDS=${SAVE_AB_ROUNDS:-5}
 DURABLE_ROUNDS=${DURABLE_ROUNDS:-3}
+LOAD_AB_ROUNDS=${LOAD_AB_ROUNDS:-3}
 AB_REPS=${AB_REPS:-2}
 ASYNC_SAMPLES=${ASYNC_SAMPLES:-3}
 cold=()
@@ -133,6 +136,24 @@ done
 # The peer's thread count from here on: the one that saved fastest over every save round (the main
 # run's short trial where those did not time every count).
 threads=$("$py" bench/dcp_thread_choice.py "$out"/ab/save-dcp-*.json 2>/dev/null || echo "$threads")
+# The 1 GiB loads, h5dcp-bench and the peer alternately, taking turns going first: in the main run
+# each side's loads follow its own cases, minutes from the other side's, and the ratio of the two
+# moved with the peer's side from run to run (issue 51, target 4). Each repetition saves untimed,
+# then loads what it saved, as in the main run.
+load_h5dcp() {
+  OMPI_MCA_io=romio321 mpiexec -n "$RANKS" "$build/bench/h5dcp-bench" --load-only --gib "$GIB" --reps "$AB_REPS" \
+    --dir "$DIR" "${cold[@]}" --json "$out/ab/load-h5dcp-$round.json" | grep "h5dcp .*load" || status=1
+}
+load_dcp() {
+  mpiexec -n "$RANKS" "$py" bench/dcp_peer_bench.py --load-only --small-count 0 --transformer-layers 0 --gib "$GIB" \
+    --reps "$AB_REPS" --dir "$DIR/dcp" --threads "$threads" "${cold[@]}" --json "$out/ab/load-dcp-$round.json" |
+    grep -E "^(load|reshard)" || status=1
+}
+load_sides=(load_h5dcp load_dcp)
+echo "== the 1 GiB loads, h5dcp-bench and the peer alternately ($LOAD_AB_ROUNDS rounds of $AB_REPS reps)"
+for round in $(seq "$LOAD_AB_ROUNDS"); do
+  for k in 0 1; do "${load_sides[$(((round - 1 + k) % 2))]}"; done
+done
 # Saves until durable, each right after a settled disk (issue 51): the sync save, h5dcp's async save
 # with staging memory of the shard's size, of the library's default size (256 MiB) and of 64 MiB,
 # and the peer's async save (staged in the call), in the same rounds, taking turns going first. In

@@ -93,6 +93,16 @@ grep -q "raw MPI-IO" "$work/out/save-ab.txt" && fail "h5dcp-bench --no-raw wrote
   fail "h5dcp-bench --baselines-only failed: $(cat "$work/out/save-ab-baselines.txt")"
 grep -q "h5dcp save" "$work/out/save-ab-baselines.txt" &&
   fail "h5dcp-bench --baselines-only saved: $(cat "$work/out/save-ab-baselines.txt")"
+# One round of bench.sh's alternating loads (--load-only: each repetition saves untimed, then loads).
+"$mpiexec" -n 2 "$bench" --load-only --gib 0.02 --reps 2 --warmup 0 --no-cold --dir "$work/h5dcp" \
+  --json "$work/out/ab/load-h5dcp-1.json" > "$work/out/load-ab.txt" ||
+  fail "h5dcp-bench --load-only failed: $(cat "$work/out/load-ab.txt")"
+grep -q "every load checked: equal" "$work/out/load-ab.txt" || fail "h5dcp-bench --load-only: loads not equal"
+grep -Eq "h5dcp save|raw MPI-IO" "$work/out/load-ab.txt" && fail "h5dcp-bench --load-only timed a save or a write"
+"$mpiexec" -n 2 "$py" "$src/bench/dcp_peer_bench.py" --load-only --dir "$work/dcp" --gib 0.02 --reps 2 --threads 1 \
+  --small-count 0 --transformer-layers 0 --no-cold --port $((29600 + RANDOM % 300)) \
+  --json "$work/out/ab/load-dcp-1.json" > "$work/out/load-ab-dcp.txt" ||
+  fail "the DCP peer's --load-only failed: $(cat "$work/out/load-ab-dcp.txt")"
 # One round of bench.sh's saves until durable: the sync save, h5dcp's async saves with three staging
 # sizes (traced, for the report's step table) and the peer's async save.
 for side in sync shard default small; do
@@ -189,6 +199,16 @@ grep -F "| h5dcp load, same bytes in 4 tensors, whole on every rank |" "$report"
   fail "the report has no checked load of the same bytes in 4 tensors"
 grep -q "medians of the repetitions of 1 round in which h5dcp-bench and the peer ran this case alternately" "$report" ||
   fail "the report does not use the alternating transformer round"
+# The load targets take the alternated loads (warm only here: --no-cold), their rows checked.
+for row in "h5dcp load (same sharding), alternated with the peer (1 round) |" \
+  "PyTorch 2.13 DCP resharded load, alternated with h5dcp (1 round) |"; do
+  grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \|$" ||
+    fail "the report has no checked row '$row': $(grep -F "alternated" "$report")"
+done
+for target in "load ≥ 2 × PyTorch 2.13 DCP load" "resharded load ≥ 1.5 × PyTorch 2.13 DCP resharded load"; do
+  grep -F "| $target" "$report" | grep -Eq "\| [0-9.]+ × \(the alternated rounds; the main runs: [0-9.]+ ×\) \| (met|\*\*not met\*\*) \|$" ||
+    fail "the target '$target' does not take the alternated loads: $(grep -F "| $target" "$report")"
+done
 row="h5dcp save, alternated with the peer (1 round) |"
 grep -F "| $row" "$report" | grep -Eq "\| [0-9]+\.[0-9]{3} \|.*\| equal \(read back\) \|$" ||
   fail "the report has no checked row '$row': $(grep -F "alternated" "$report")"
