@@ -210,6 +210,62 @@ TEST(Integrity, AShortWriteIsCaughtOnLoadAndByVerify) {
   }
 }
 
+// Many small tensors: saved whole into the packs, each rank writing its
+// share of them as one range of the pack, straight from the tensors.
+StateDict small_tensors(bool zeroed = false) {
+  StateDict sd;
+  for (int i = 0; i < 300; ++i)
+    sd["t" + std::to_string(i)] = zeroed ? at::zeros({16, 16}) : reference_tensor({16, 16}, at::kFloat, i);
+  return sd;
+}
+
+// A pack range that loses its tail without an error is caught like a
+// dataset block: by the checksums taken from the tensors' memory.
+TEST(Integrity, AShortWriteOfAPackIsCaughtOnLoadAndByVerify) {
+  test::TempDir dir;
+  const auto path = dir.file("short-pack.h5");
+  {
+    InjectFault fault("save:write@*!short");
+    save(small_tensors(), path);
+  }
+  auto target = small_tensors(/*zeroed=*/true);
+  const auto message = checkpoint_error([&] { load(target, path); });
+  EXPECT_NE(message.find("checksum mismatch in 't"), std::string::npos) << message;
+  if (test::world_rank() == 0) {
+    const auto report = verify_checkpoint(path);
+    ASSERT_FALSE(report.ok());
+    EXPECT_EQ(report.problems.front().check, "checksums");
+  }
+  // Unverified, the tail of every rank's range is zeros: the last tensor
+  // is wrong, the first right.
+  LoadOptions no_verify;
+  no_verify.verify_checksums = false;
+  load(target, path, no_verify);
+  EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(target.at("t0")), reference_tensor({16, 16}, at::kFloat, 0)));
+  const auto& last = std::get<at::Tensor>(target.at("t99"));  // "t99" sorts last
+  EXPECT_FALSE(bitwise_equal(last, reference_tensor({16, 16}, at::kFloat, 99)));
+  EXPECT_TRUE(last.eq(0).all().item<bool>());
+}
+
+// With every write(2) cut to a few bytes, the packs written straight from
+// the tensors (pwritev of a range) are whole: the loop goes on after short
+// writes, piece by piece.
+TEST(Integrity, PacksWrittenByShortPosixWritesLoseNothing) {
+  test::TempDir dir;
+  const auto path = dir.file("posix-short-pack.h5");
+  {
+    InjectFault fault("posix:write@*!short");
+    save(small_tensors(), path);
+  }
+  auto target = small_tensors(/*zeroed=*/true);
+  load(target, path);
+  for (int i = 0; i < 300; ++i) {
+    const auto key = "t" + std::to_string(i);
+    EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(target.at(key)), reference_tensor({16, 16}, at::kFloat, i))) << key;
+  }
+  if (test::world_rank() == 0) EXPECT_TRUE(verify_checkpoint(path).ok());
+}
+
 // Our own POSIX writes (torch.save files, the manager's pointer) go on after
 // short write(2)s: with every write cut to a few bytes the bytes are the same.
 TEST(Integrity, PosixShortWritesLoseNothing) {

@@ -2,6 +2,7 @@
 // Writes a checkpoint file from a global save plan.
 
 #include <mpi.h>
+#include <sys/uio.h>
 
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 #include "plan/checksum_layout.hpp"
 #include "plan/tensor_packs.hpp"
 #include "storage/early_writeback.hpp"
+#include "storage/file_descriptor.hpp"
 
 namespace h5dcp::detail {
 
@@ -83,6 +85,7 @@ class ContainerWriter {
   void write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure);
   void create_packs(Hid root, Hid lcpl, Hid dcpl);
   void write_packs(int rank, const ChunkSource& source, std::exception_ptr& failure);
+  bool write_pack_in_place(DType dtype, std::int64_t first, std::vector<iovec>& pieces);
   void write_pack_range(DType dtype, std::int64_t first, std::int64_t count, const void* data, Hid dxpl);
   std::shared_ptr<const void> maybe_short(std::shared_ptr<const void> data, std::int64_t bytes) const;
 
@@ -97,6 +100,7 @@ class ContainerWriter {
   std::vector<Handle> value_datasets_;   // one per plan_.values entry
   Handle independent_dxpl_;              // made on the first write_block
   EarlyWriteback writeback_;             // overlaps the disk writes with ours
+  FileDescriptor raw_;                   // for write_pack_in_place, opened at its first call
   TensorPacks packs_;                    // where each packed tensor lies
   Handle packs_group_;                   // `%packs`, when there are packs
   std::map<DType, Handle> pack_datasets_;

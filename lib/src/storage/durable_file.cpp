@@ -207,6 +207,34 @@ int pwrite_fully(int fd, const void* data, std::size_t size, std::uint64_t offse
   return write_all(fd, data, size, &offset);
 }
 
+int pwritev_fully(int fd, std::vector<iovec>& pieces, std::uint64_t offset) noexcept {
+  bool short_writes = false;
+  try {
+    short_writes = short_write_requested("posix:write", -1);
+  } catch (...) {
+  }
+  std::size_t next = 0;
+  while (next < pieces.size() && pieces[next].iov_len == 0) ++next;
+  while (next < pieces.size()) {
+    ssize_t n = 0;
+    if (short_writes) {
+      n = ::pwrite(fd, pieces[next].iov_base, std::min<std::size_t>(pieces[next].iov_len, 7),
+                   static_cast<off_t>(offset));
+    } else {
+      const auto count = static_cast<int>(std::min<std::size_t>(pieces.size() - next, IOV_MAX));
+      n = ::pwritev(fd, pieces.data() + next, count, static_cast<off_t>(offset));
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;  // no progress on a regular file: do not spin
+    offset += static_cast<std::uint64_t>(n);
+    next = consume_pieces(pieces, next, static_cast<std::size_t>(n));
+  }
+  return 0;
+}
+
 namespace {
 
 // A second name for the large file at `path`, if there is one and the file

@@ -2,10 +2,13 @@
 // POSIX pieces of atomic, durable publishing: a temporary sibling name, fsync
 // of a file and of its directory, rename into place.
 
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace h5dcp::detail {
 
@@ -92,6 +95,12 @@ int write_fully(int fd, const void* data, std::size_t size) noexcept;
 /// after short writes and EINTR. Returns 0, or the errno of the pwrite(2)
 /// that failed (fault injection as write_fully).
 int pwrite_fully(int fd, const void* data, std::size_t size, std::uint64_t offset) noexcept;
+
+/// Writes the consecutive bytes the buffers `pieces` name, in order, to `fd`
+/// at `offset`, as few pwritev(2) calls as IOV_MAX allows, going on after
+/// short writes and EINTR. `pieces` is consumed. Returns 0, or the errno of
+/// the call that failed (fault injection as write_fully).
+int pwritev_fully(int fd, std::vector<iovec>& pieces, std::uint64_t offset) noexcept;
 
 /// Removes `path` if it exists; never throws (used on failure paths).
 void remove_quietly(const std::string& path) noexcept;

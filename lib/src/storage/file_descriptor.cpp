@@ -44,17 +44,22 @@ std::size_t read_vector_at(int fd, std::vector<iovec>& pieces, std::uint64_t off
     if (n < 0) throw_errno("reading '" + path + "'", errno);
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
-    // Past the pieces read whole, into the one read in part.
-    for (auto left = static_cast<std::size_t>(n); left > 0 && next < pieces.size();) {
-      const auto take = std::min(left, pieces[next].iov_len);
-      pieces[next].iov_base = static_cast<char*>(pieces[next].iov_base) + take;
-      pieces[next].iov_len -= take;
-      left -= take;
-      if (pieces[next].iov_len == 0) ++next;
-    }
-    while (next < pieces.size() && pieces[next].iov_len == 0) ++next;
+    next = consume_pieces(pieces, next, static_cast<std::size_t>(n));
   }
   return done;
+}
+
+std::size_t consume_pieces(std::vector<iovec>& pieces, std::size_t next, std::size_t n) noexcept {
+  // Past the pieces done whole, into the one done in part.
+  for (auto left = n; left > 0 && next < pieces.size();) {
+    const auto take = std::min(left, pieces[next].iov_len);
+    pieces[next].iov_base = static_cast<char*>(pieces[next].iov_base) + take;
+    pieces[next].iov_len -= take;
+    left -= take;
+    if (pieces[next].iov_len == 0) ++next;
+  }
+  while (next < pieces.size() && pieces[next].iov_len == 0) ++next;
+  return next;
 }
 
 FileDescriptor FileDescriptor::open(const std::string& path, int flags, unsigned mode) {
