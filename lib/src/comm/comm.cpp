@@ -498,12 +498,15 @@ Bytes Comm::run_map(std::string_view step, const std::function<Bytes()>& map) co
   const double started = trace ? seconds_now() : 0;
   arrive(step);
   const double arrived = trace ? seconds_now() : 0;
+  double worked = 0;  // when this rank's work in the step ended (traced)
   auto tagged = run_tagged(rank_, [&] {
     begin_fault_step();
     auto result = map();
-    if (trace)
+    if (trace) {
+      worked = seconds_now();
       std::fprintf(stderr, "[h5dcp trace] rank %d %-16s waited %.4f s, worked %.4f s\n", rank_, current_step_.c_str(),
-                   arrived - started, seconds_now() - arrived);
+                   arrived - started, worked - arrived);
+    }
     // Every step is a fault-injection point named after it (for tests; one
     // getenv when not injecting). It fires after this rank's work in the
     // step: a rank that skipped collective HDF5 calls inside `map` would
@@ -512,6 +515,12 @@ Bytes Comm::run_map(std::string_view step, const std::function<Bytes()>& map) co
     return result;
   });
   arrive(step);
+  // The wait for the slowest rank at the end of the step, on a line of its
+  // own: the line above is printed before an injected stall (the cluster
+  // tests wait for it) and parsed as it is.
+  if (trace && worked > 0)
+    std::fprintf(stderr, "[h5dcp trace] rank %d after %s waited %.4f s for the slowest rank\n", rank_,
+                 current_step_.c_str(), seconds_now() - worked);
   return tagged;
 }
 

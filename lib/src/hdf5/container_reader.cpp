@@ -345,10 +345,11 @@ ContainerReader::ContainerReader(const std::string& path, MPI_Comm comm)
       read_ahead_(path) {
   hsize_t file_bytes = 0;
   check_status(H5Fget_filesize(file_.get(), &file_bytes), "measuring '" + path + "'");
-  for (auto& row : read_pack_index(
-           file_.get(), path,
-           static_cast<std::int64_t>(std::min<hsize_t>(file_bytes, std::numeric_limits<std::int64_t>::max()))))
-    packed_.emplace(row.fqn, std::move(row));
+  auto rows = read_pack_index(
+      file_.get(), path,
+      static_cast<std::int64_t>(std::min<hsize_t>(file_bytes, std::numeric_limits<std::int64_t>::max())));
+  packed_.reserve(rows.size());
+  for (auto& row : rows) packed_.emplace(row.fqn, std::move(row));
 }
 
 hid_t ContainerReader::pack(DType dtype) {

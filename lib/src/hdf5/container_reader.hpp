@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "h5dcp/metadata.hpp"
 #include "hdf5/handle.hpp"
@@ -81,7 +82,9 @@ class ContainerReader {
   Handle file_;
   Handle dxpl_;
   std::map<std::string, Handle> datasets_;
-  std::map<std::string, PackIndexRow> packed_;  // fqn -> its row of the packs' index (format 1.2)
+  // fqn -> its row of the packs' index (format 1.2): hashed, because every
+  // packed tensor of a load looks its row up a few times (thousands of rows).
+  std::unordered_map<std::string, PackIndexRow> packed_;
   std::map<DType, Handle> packs_;               // opened once each
   std::map<DType, std::uint64_t> pack_starts_;  // pack_start's answers
   // The ranges of each pack will_read announced, sorted before the next read.

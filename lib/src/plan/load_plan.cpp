@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "h5dcp/error.hpp"
 #include "plan/chunk_index.hpp"
@@ -13,7 +14,8 @@ LoadPlan create_local_load_plan(const std::vector<LoadRequest>& wanted, const Me
                                 bool convert_dtype) {
   LoadPlan plan;
   std::set<std::string> missing;
-  std::set<std::string> requested;
+  std::unordered_set<std::string> requested;  // hashed: every saved key is looked up in it below
+  requested.reserve(wanted.size());
   std::vector<std::string> problems;
   std::set<std::string> reported;
   // One overlap index per tensor, built when a rank first asks for it.
