@@ -608,7 +608,21 @@ int main(int argc, char** argv) {
       watched("reshard" + suffix, [&] { h5dcp::load(shifted, ckpt); });
       correct &= state.equal(shifted, size_ > 1 ? 1 : 0);
     }
-    if (args.load_only) continue;
+    if (args.load_only) {
+      // The cold POSIX read of the same bytes in the same rounds (the cold
+      // loads' targets are taken against it, not against the main run's
+      // one read): the file written untimed, read cold, removed.
+      if (cold) {
+        const auto ranges = file_ranges(saved, rows);
+        const auto posix_path = args.dir + "/posix.bin";
+        fresh(posix_path);
+        static_cast<void>(h5dcp_bench::posix_write(posix_path, ranges, writeback_bytes()));
+        drop_caches(true);
+        watched("posix_read_cold", [&] { h5dcp_bench::posix_read(posix_path, ranges); });
+        fresh(posix_path);
+      }
+      continue;
+    }
     // The read-ahead hints' knob, measured: the cold load without them.
     if (cold) {
       without_read_ahead([&] {
@@ -844,7 +858,8 @@ int main(int argc, char** argv) {
              std::vector<std::pair<std::string, std::string>>{{"load", "h5dcp load"},
                                                               {"reshard", "h5dcp resharded load"},
                                                               {"load_cold", "h5dcp load, cold"},
-                                                              {"reshard_cold", "h5dcp resharded load, cold"}})
+                                                              {"reshard_cold", "h5dcp resharded load, cold"},
+                                                              {"posix_read_cold", "POSIX read, cold"}})
           if (t.count(key) != 0) row(name.c_str(), median(t.at(key)), gb);
       if (args.async_only) row("h5dcp async save (total)", median(t["async_total"]), gb);
       if (full_run) {

@@ -38,7 +38,8 @@
 # writes) as a third side (the save targets);
 # ASYNC_SAMPLES (3): h5dcp-bench's bare copies and async cases, per repetition;
 # LOAD_AB_ROUNDS (3): the same for the 1 GiB loads (warm and cold, same and resharded sharding),
-# each repetition reading the file its own side just saved, untimed;
+# each repetition reading the file its own side just saved, untimed (h5dcp-bench's also reads the
+# same bytes cold with POSIX calls, the cold loads' baseline);
 # DURABLE_ROUNDS (3): rounds of saves until durable, each right after a settled disk (the sync
 # save, h5dcp's async saves with 3 staging sizes, the peer's async save), AB_REPS each.
 set -euo pipefail
