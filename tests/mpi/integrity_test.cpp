@@ -219,15 +219,18 @@ StateDict small_tensors(bool zeroed = false) {
   return sd;
 }
 
+// small_tensors() saved at `path` with H5DCP_INJECT_FAULT=`spec`.
+void save_small_tensors_with(const std::string& spec, const std::string& path) {
+  InjectFault fault(spec);
+  save(small_tensors(), path);
+}
+
 // A pack range that loses its tail without an error is caught like a
 // dataset block: by the checksums taken from the tensors' memory.
 TEST(Integrity, AShortWriteOfAPackIsCaughtOnLoadAndByVerify) {
   test::TempDir dir;
   const auto path = dir.file("short-pack.h5");
-  {
-    InjectFault fault("save:write@*!short");
-    save(small_tensors(), path);
-  }
+  save_small_tensors_with("save:write@*!short", path);
   auto target = small_tensors(/*zeroed=*/true);
   const auto message = checkpoint_error([&] { load(target, path); });
   EXPECT_NE(message.find("checksum mismatch in 't"), std::string::npos) << message;
@@ -253,10 +256,7 @@ TEST(Integrity, AShortWriteOfAPackIsCaughtOnLoadAndByVerify) {
 TEST(Integrity, PacksWrittenByShortPosixWritesLoseNothing) {
   test::TempDir dir;
   const auto path = dir.file("posix-short-pack.h5");
-  {
-    InjectFault fault("posix:write@*!short");
-    save(small_tensors(), path);
-  }
+  save_small_tensors_with("posix:write@*!short", path);
   auto target = small_tensors(/*zeroed=*/true);
   load(target, path);
   for (int i = 0; i < 300; ++i) {
