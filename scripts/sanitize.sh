@@ -24,7 +24,7 @@ repo=$PWD
 scripts/install-deps.sh
 build_dir=${H5DCP_SAN_BUILD_DIR:-build-san}
 fuzz_seconds=${FUZZ_SECONDS:-60}
-fuzz_targets=(codec checkpoint torch_pickle safetensors dcp_metadata)
+fuzz_targets=(codec checkpoint torch_pickle safetensors dcp_metadata local_copy)
 
 # --- 1. build (scripts/build.sh: ccache across checkouts) --------------------
 H5DCP_BUILD_DIR=$build_dir scripts/build.sh -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
@@ -112,7 +112,7 @@ if [ "${SANITIZE_SKIP_TESTS:-0}" != 1 ]; then
 fi
 
 # --- 3. the fuzzers ------------------------------------------------------------
-# The checkpoint target calls MPI_Init (a singleton, no mpiexec): the
+# The checkpoint and local_copy targets call MPI_Init (a singleton, no mpiexec): the
 # environment of the MPI tests (ROMIO, running as root in containers).
 export OMPI_MCA_io=romio321 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # fuzz_target TARGET: runs one target for FUZZ_SECONDS; leaves its log,

@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the checkpoint fuzz target: mutation scripts
-(the format is described at the top of tests/fuzz/fuzz_checkpoint.cpp), each
+(the format is described at the top of tests/fuzz/attribute_mutations.hpp), each
 one damage a reader must refuse with an h5dcp::Error, or accept. They aim at
 h5dcp's parsing of each attribute of the format (docs/FORMAT.md). Plain
-Python, no dependencies. Check what a seed reaches with
+Python, no dependencies (attribute_seeds.py beside it). Check what a seed reaches with
 
     H5DCP_FUZZ_VERBOSE=1 build-san/tests/fuzz/h5dcp_fuzz_checkpoint SEED
 
     python3 tests/fuzz/make_checkpoint_seeds.py [tests/fuzz/corpus/checkpoint]
 """
 import os
-import struct
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attribute_seeds import BIG, CHECKPOINT_NAMES, NULL, SCALAR, Scripts, write_seeds  # noqa: E402
+
 out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus", "checkpoint")
-os.makedirs(out, exist_ok=True)
 
 # The objects of the checkpoint fuzz_checkpoint.cpp saves, in its order
 # ("/" first, then HDF5's name order, depth first).
@@ -24,41 +25,9 @@ OBJECTS = ["/", "/%", "/%2E", "/%packs", "/%packs/bfloat16", "/%packs/float32", 
            "/optim/param_groups/0", "/optim/param_groups/0/betas", "/optim/param_groups/0/betas/0",
            "/optim/param_groups/0/betas/1", "/optim/param_groups/0/lr", "/optim/param_groups/0/name", "/optim/state",
            "/pickled", "/step"]
-NAMES = ["format_version", "library_version", "world_size", "created", "checksum_algorithm", "key", "container",
-         "kind", "dtype", "chunk_offsets", "chunk_sizes", "checksum_rows", "checksums"]
-DELETE, VSTRING, FSTRING, INTS = range(4)
-TYPES = {"i8": (0, "b"), "u8": (1, "B"), "i16": (2, "h"), "u16": (3, "H"), "i32": (4, "i"), "u32": (5, "I"),
-         "i64": (6, "q"), "u64": (7, "Q")}
-SCALAR, NULL = "scalar", "null"
+_s = Scripts(OBJECTS, CHECKPOINT_NAMES)
+delete, string, ints = _s.delete, _s.string, _s.ints
 
-
-def head(obj, name, op):
-    return bytes([OBJECTS.index(obj), 0x80 + NAMES.index(name), op])
-
-
-def delete(obj, name):
-    return head(obj, name, DELETE)
-
-
-def string(obj, name, value, fixed=False):
-    b = value.encode() if isinstance(value, str) else value
-    return head(obj, name, FSTRING if fixed else VSTRING) + bytes([len(b)]) + b
-
-
-def ints(obj, name, values, type="i64", shape=None):
-    code, fmt = TYPES[type]
-    if shape is None:
-        shape = [len(values)]
-    if shape == SCALAR:
-        rank, dims = 0, []
-    elif shape == NULL:
-        rank, dims = 3, []
-    else:
-        rank, dims = len(shape), shape
-    return head(obj, name, INTS) + bytes([code, rank] + dims) + b"".join(struct.pack("<" + fmt, v) for v in values)
-
-
-BIG = 2**63 - 1
 W = "/model/weight"
 seeds = {
     "valid": b"",
@@ -147,7 +116,4 @@ seeds = {
     + ints(W, "chunk_sizes", [3, 4, 3, 4], shape=[2, 2]),
     "kind_and_dtype": string("/step", "kind", "tensor") + string("/step", "dtype", "int64"),
 }
-for name, script in seeds.items():
-    with open(os.path.join(out, name + ".bin"), "wb") as f:
-        f.write(script)
-print("wrote", len(seeds), "seeds to", out)
+write_seeds(out, seeds)
