@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -99,9 +100,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   h5dcp_fuzz::print_objects(g_pristine);
   std::atexit([] {
     // The manager's files: a private tmpfs directory, removed whole.
-    const auto command = "rm -rf '" + g_dir + "'";
-    if (std::system(command.c_str()) != 0)
-      std::fprintf(stderr, "fuzz_local_copy: could not remove %s\n", g_dir.c_str());
+    std::error_code ignored;
+    std::filesystem::remove_all(g_dir, ignored);
   });
   return 0;
 }
