@@ -250,13 +250,12 @@ inline std::string private_directory(const std::string& name) {
 // (scripts/sanitize.sh also turns off libFuzzer's leak check after every
 // input for the checkpoint target: HDF5's and MPI's global state made it
 // scan the heap after nearly every input. LeakSanitizer still checks at exit.)
-// Returns the hints file (for the caller to remove).
-inline std::string make_opening_files_cheap(const std::string& directory) {
+// The hints file is `directory`/romio-hints (for the caller to remove).
+inline void make_opening_files_cheap(const std::string& directory) {
   const auto hints = directory + "/romio-hints";
   std::ofstream(hints) << "cb_buffer_size 65536\nind_rd_buffer_size 65536\nind_wr_buffer_size 65536\n";
   ::setenv("ROMIO_HINTS", hints.c_str(), /*overwrite=*/0);
   H5set_free_list_limits(-1, -1, -1, -1, -1, -1);
-  return hints;
 }
 
 // MPI as a singleton (no mpiexec), on ROMIO like the MPI tests; finalized at exit.
