@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "h5dcp/h5dcp.hpp"
+#include "hdf5/container_layout.hpp"
 
 namespace h5dcp_fuzz {
 
@@ -115,23 +116,15 @@ inline void write_integers(hid_t object, const std::string& name, Script& script
   H5Sclose(space);
 }
 
-// The attribute names of a checkpoint (lib/src/hdf5/container_layout.hpp),
-// the local tier's excepted (fuzz_local_copy.cpp adds them after these): a
-// seed's byte 0x80 + i names the i-th of a target's list.
+// The attribute names of a checkpoint, the local tier's excepted
+// (fuzz_local_copy.cpp adds them after these): a seed's byte 0x80 + i names
+// the i-th of a target's list, so the order is the seeds'.
 inline std::vector<std::string> checkpoint_attribute_names() {
-  return {"h5dcp.format_version",
-          "h5dcp.library_version",
-          "h5dcp.world_size",
-          "h5dcp.created",
-          "h5dcp.checksum_algorithm",
-          "h5dcp.key",
-          "h5dcp.container",
-          "h5dcp.kind",
-          "h5dcp.dtype",
-          "h5dcp.chunk_offsets",
-          "h5dcp.chunk_sizes",
-          "h5dcp.checksum_rows",
-          "h5dcp.checksums"};
+  namespace layout = h5dcp::detail::layout;
+  return {
+      layout::kFormatVersion, layout::kLibraryVersion, layout::kWorldSize, layout::kCreated, layout::kChecksumAlgorithm,
+      layout::kKey,           layout::kContainer,      layout::kKind,      layout::kDType,   layout::kChunkOffsets,
+      layout::kChunkSizes,    layout::kChecksumRows,   layout::kChecksums};
 }
 
 // A valid file to damage: its bytes, its objects ("/" first, then every

@@ -33,18 +33,18 @@
 #include "attribute_mutations.hpp"
 #include "comm/comm.hpp"
 #include "h5dcp/h5dcp.hpp"
+#include "hdf5/container_layout.hpp"
 #include "hdf5/hdf5_access.hpp"
-#include "manager/step_names.hpp"
+#include "manager/local_tier.hpp"
 
 namespace {
 
-// The local tier's attribute names (lib/src/hdf5/container_layout.hpp),
-// after a checkpoint's.
+// The local tier's attribute names, after a checkpoint's.
 std::vector<std::string> attribute_names() {
+  namespace layout = h5dcp::detail::layout;
   auto names = h5dcp_fuzz::checkpoint_attribute_names();
-  for (const char* local : {"h5dcp.local.run_id", "h5dcp.local.step", "h5dcp.local.owner_rank", "h5dcp.local.replica",
-                            "h5dcp.local.nodes", "h5dcp.local.rank_node", "h5dcp.local.chunk_owners"})
-    names.emplace_back(local);
+  names.insert(names.end(), {layout::kLocalRunId, layout::kLocalStep, layout::kLocalOwnerRank, layout::kLocalReplica,
+                             layout::kLocalNodes, layout::kLocalRankNode, layout::kLocalChunkOwners});
   return names;
 }
 
@@ -90,7 +90,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   }
   // The manager's step directory; the fuzzer's inputs replace the copy in
   // it, and the manager is not used again.
-  g_step_dir = tier_options().directory + "/" + h5dcp::detail::step_name("local-step-", kStep, "");
+  g_step_dir = tier_options().directory + "/" + h5dcp::detail::local_step_name(kStep);
   g_copy = g_step_dir + "/" + h5dcp::detail::local_copy_name(0);
   if (access(g_copy.c_str(), R_OK) != 0) {
     std::fprintf(stderr, "fuzz_local_copy: the manager wrote no copy at %s\n", g_copy.c_str());
