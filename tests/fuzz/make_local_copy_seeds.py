@@ -51,6 +51,8 @@ seeds = {
     "owner_other": ints("/", "local.owner_rank", [1]),
     "owner_negative": ints("/", "local.owner_rank", [-1]),
     "owner_huge": ints("/", "local.owner_rank", [2**64 - 1], "u64"),
+    "owner_wraps": ints("/", "local.owner_rank", [2**32]),  # rank 0 once narrowed to int
+    "replica_wraps": ints("/", "local.replica", [2**32]),
     "owner_null": ints("/", "local.owner_rank", [], shape=NULL),
     "owner_missing": delete("/", "local.owner_rank"),
     # the replica

@@ -5,6 +5,7 @@
 // own and partner copies, bit for bit, and a failed step leaving the last.
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -30,6 +31,7 @@
 #include "h5dcp/checkpoint_manager.hpp"
 #include "h5dcp/error.hpp"
 #include "h5dcp/verify.hpp"
+#include "hdf5/attributes.hpp"
 #include "hdf5/container_reader.hpp"
 #include "hdf5/local_file.hpp"
 #include "manager/local_tier.hpp"
@@ -358,6 +360,44 @@ TEST(LocalTierSave, EveryNodeHoldsItsOwnAndItsPartnersCopiesBitForBit) {
     EXPECT_EQ(static_cast<int>(id.rank_node.size()), test::world_size());
     EXPECT_EQ(id.nodes, names);
     expect_owners_blocks(path, id.owner_rank);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // rank 0's directory outlives every rank's reads
+}
+
+// A copy's owner rank and replica are int64 in the file: checked as stored,
+// not after narrowing to int, where 2^32 + r read as rank r.
+TEST(LocalFileIdentity, AnOwnerRankOrReplicaBeyondAnIntIsRefusedNotWrapped) {
+  ScopedVariable node("H5DCP_NODE_NAME", fake_node_of(test::world_rank()));
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  auto options = tier_options(root);
+  options.run_id = "run-W";
+  {
+    CheckpointManager manager(root + "/shared", {}, MPI_COMM_WORLD, ManagerOptions{0, options});
+    manager.save(1, tier_state(1));
+  }
+  const int rank = test::world_rank();
+  const auto copy = detail::local_directory_for(options.directory, fake_node_of(rank)) + "/local-step-00000001/" +
+                    detail::local_copy_name(rank);
+  ASSERT_EQ(detail::read_local_identity(copy).owner_rank, rank);
+  ASSERT_EQ(detail::read_local_identity(copy).replica, 0);
+  for (const auto& [attribute, stored] :
+       {std::pair<std::string, std::int64_t>{"h5dcp.local.owner_rank", rank}, {"h5dcp.local.replica", 0}}) {
+    const auto edited = copy + ".edited";
+    std::filesystem::copy_file(copy, edited, std::filesystem::copy_options::overwrite_existing);
+    {
+      const hid_t file = H5Fopen(edited.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      ASSERT_GE(file, 0);
+      detail::overwrite_int64_attribute(file, attribute, {(std::int64_t{1} << 32) + stored});
+      ASSERT_GE(H5Fclose(file), 0);
+    }
+    try {
+      (void)detail::read_local_identity(edited);
+      ADD_FAILURE() << attribute << " = 2^32 + " << stored << " was read as " << stored;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string((std::int64_t{1} << 32) + stored)), std::string::npos)
+          << e.what();
+    }
   }
   MPI_Barrier(MPI_COMM_WORLD);  // rank 0's directory outlives every rank's reads
 }

@@ -290,7 +290,7 @@ void ContainerWriter::write_packs(int rank, const ChunkSource& source, std::exce
         next += place->count;
       }
       if (next != range.end) throw Error("h5dcp: the pack of " + std::string(dtype_name(dtype)) + " has a hole");
-      if (write_pack_in_place(dtype, range.begin, pieces)) continue;
+      if (write_pack_in_place(dtype, range.begin, range.end - range.begin, pieces)) continue;
       std::vector<char> buffer(static_cast<std::size_t>((range.end - range.begin) * size));
       auto* out = buffer.data();
       for (const auto& piece : pieces)
@@ -302,21 +302,22 @@ void ContainerWriter::write_packs(int rank, const ChunkSource& source, std::exce
   }
 }
 
-// The pieces, consecutive from element `first` of the pack, by POSIX writes
+// The pieces, `count` elements from element `first` of the pack, by POSIX writes
 // at the pack's address: a pack is a contiguous dataset of a little-endian
 // type, allocated when created (its address fixed) and never filled or
 // cached by HDF5, so its bytes in the file are its elements. False when that
 // cannot be done here (no address, another byte order, no descriptor): the
 // caller writes through HDF5. The save's fsync, on every rank, covers these
 // writes like HDF5's.
-bool ContainerWriter::write_pack_in_place(DType dtype, std::int64_t first, std::vector<iovec>& pieces) {
+bool ContainerWriter::write_pack_in_place(DType dtype, std::int64_t first, std::int64_t count,
+                                          std::vector<iovec>& pieces) {
   if constexpr (std::endian::native != std::endian::little) return false;
   const haddr_t start = H5Dget_offset(pack_datasets_.at(dtype).get());
   if (start == HADDR_UNDEF) return false;
   if (!raw_) raw_ = FileDescriptor::open_or_invalid(path_, O_WRONLY);
   if (!raw_) return false;
-  std::int64_t bytes = 0;
-  for (const auto& piece : pieces) bytes += static_cast<std::int64_t>(piece.iov_len);
+  const auto size = static_cast<std::int64_t>(dtype_size(dtype));
+  const auto bytes = count * size;
   if (short_write_requested("save:write", rank_)) {
     // Fault injection: the second half of the range is lost (see maybe_short).
     auto keep = static_cast<std::size_t>(bytes / 2);
@@ -325,7 +326,7 @@ bool ContainerWriter::write_pack_in_place(DType dtype, std::int64_t first, std::
       keep -= piece.iov_len;
     }
   }
-  const auto at = start + static_cast<std::uint64_t>(first * static_cast<std::int64_t>(dtype_size(dtype)));
+  const auto at = start + static_cast<std::uint64_t>(first * size);
   if (const int error = pwritev_fully(raw_.get(), pieces, at); error != 0)
     throw_errno("writing the pack of " + std::string(dtype_name(dtype)) + " to '" + path_ + "'", error);
   writeback_.written(bytes);

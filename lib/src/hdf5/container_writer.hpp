@@ -85,7 +85,7 @@ class ContainerWriter {
   void write_tensors(int rank, bool collective, const ChunkSource& source, std::exception_ptr& failure);
   void create_packs(Hid root, Hid lcpl, Hid dcpl);
   void write_packs(int rank, const ChunkSource& source, std::exception_ptr& failure);
-  bool write_pack_in_place(DType dtype, std::int64_t first, std::vector<iovec>& pieces);
+  bool write_pack_in_place(DType dtype, std::int64_t first, std::int64_t count, std::vector<iovec>& pieces);
   void write_pack_range(DType dtype, std::int64_t first, std::int64_t count, const void* data, Hid dxpl);
   std::shared_ptr<const void> maybe_short(std::shared_ptr<const void> data, std::int64_t bytes) const;
 

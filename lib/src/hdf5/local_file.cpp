@@ -93,16 +93,17 @@ LocalFileIdentity read_local_identity(const std::string& path) {
   LocalFileIdentity id;
   id.run_id = read_string_attribute(root, layout::kLocalRunId, where);
   id.step = single(read_int64_attribute(root, layout::kLocalStep, where), layout::kLocalStep, where);
-  id.owner_rank = static_cast<int>(
-      single(read_int64_attribute(root, layout::kLocalOwnerRank, where), layout::kLocalOwnerRank, where));
-  id.replica =
-      static_cast<int>(single(read_int64_attribute(root, layout::kLocalReplica, where), layout::kLocalReplica, where));
+  // Checked as stored, before narrowing to int: 2^32 must not read as rank 0.
+  const auto owner = single(read_int64_attribute(root, layout::kLocalOwnerRank, where), layout::kLocalOwnerRank, where);
+  const auto replica = single(read_int64_attribute(root, layout::kLocalReplica, where), layout::kLocalReplica, where);
   id.nodes = split_lines(read_string_attribute(root, layout::kLocalNodes, where));
   id.rank_node = read_int64_attribute(root, layout::kLocalRankNode, where);
-  if (id.owner_rank < 0 || static_cast<std::size_t>(id.owner_rank) >= id.rank_node.size() || id.replica < 0)
-    throw FormatError("h5dcp: " + where + ": its owner rank " + std::to_string(id.owner_rank) + " or replica " +
-                      std::to_string(id.replica) + " is outside the saving job of " +
-                      std::to_string(id.rank_node.size()) + " ranks");
+  const auto ranks = static_cast<std::int64_t>(id.rank_node.size());
+  if (owner < 0 || owner >= ranks || replica < 0 || replica >= ranks)
+    throw FormatError("h5dcp: " + where + ": its owner rank " + std::to_string(owner) + " or replica " +
+                      std::to_string(replica) + " is outside the saving job of " + std::to_string(ranks) + " ranks");
+  id.owner_rank = static_cast<int>(owner);
+  id.replica = static_cast<int>(replica);
   for (const auto n : id.rank_node)
     if (n < 0 || static_cast<std::size_t>(n) >= id.nodes.size())
       throw FormatError("h5dcp: " + where + ": a rank's node " + std::to_string(n) + " is not one of its " +

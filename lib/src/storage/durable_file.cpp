@@ -25,28 +25,13 @@
 namespace h5dcp::detail {
 namespace {
 
-// Writes all `size` bytes, at `*offset` (pwrite) or at the file position
-// (write) when `offset` is null; see write_fully.
-int write_all(int fd, const void* data, std::size_t size, const std::uint64_t* offset) noexcept {
-  bool short_writes = false;
+// Whether fault injection asks for short writes ("posix:write@*!short").
+bool short_writes_requested() noexcept {
   try {
-    short_writes = short_write_requested("posix:write", -1);
+    return short_write_requested("posix:write", -1);
   } catch (...) {
+    return false;
   }
-  const auto* p = static_cast<const char*>(data);
-  std::uint64_t at = offset != nullptr ? *offset : 0;
-  while (size > 0) {
-    const auto chunk = short_writes ? std::min<std::size_t>(size, 7) : size;
-    const auto n = offset != nullptr ? ::pwrite(fd, p, chunk, static_cast<off_t>(at)) : ::write(fd, p, chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    p += n;
-    size -= static_cast<std::size_t>(n);
-    at += static_cast<std::uint64_t>(n);
-  }
-  return 0;
 }
 
 }  // namespace
@@ -201,18 +186,29 @@ void fsync_file(const std::string& path) {
   if (rc != 0) throw_errno("fsync of '" + path + "'", error);
 }
 
-int write_fully(int fd, const void* data, std::size_t size) noexcept { return write_all(fd, data, size, nullptr); }
-
-int pwrite_fully(int fd, const void* data, std::size_t size, std::uint64_t offset) noexcept {
-  return write_all(fd, data, size, &offset);
+int write_fully(int fd, const void* data, std::size_t size) noexcept {
+  const bool short_writes = short_writes_requested();
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const auto n = ::write(fd, p, short_writes ? std::min<std::size_t>(size, 7) : size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;  // no progress on a regular file: do not spin
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return 0;
 }
 
-int pwritev_fully(int fd, std::vector<iovec>& pieces, std::uint64_t offset) noexcept {
-  bool short_writes = false;
-  try {
-    short_writes = short_write_requested("posix:write", -1);
-  } catch (...) {
-  }
+int pwrite_fully(int fd, const void* data, std::size_t size, std::uint64_t offset) noexcept {
+  iovec piece{const_cast<void*>(data), size};  // pwritev reads through it, never writes
+  return pwritev_fully(fd, std::span<iovec>(&piece, 1), offset);
+}
+
+int pwritev_fully(int fd, std::span<iovec> pieces, std::uint64_t offset) noexcept {
+  const bool short_writes = short_writes_requested();
   std::size_t next = 0;
   while (next < pieces.size() && pieces[next].iov_len == 0) ++next;
   while (next < pieces.size()) {

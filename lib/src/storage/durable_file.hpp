@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,7 +101,7 @@ int pwrite_fully(int fd, const void* data, std::size_t size, std::uint64_t offse
 /// at `offset`, as few pwritev(2) calls as IOV_MAX allows, going on after
 /// short writes and EINTR. `pieces` is consumed. Returns 0, or the errno of
 /// the call that failed (fault injection as write_fully).
-int pwritev_fully(int fd, std::vector<iovec>& pieces, std::uint64_t offset) noexcept;
+int pwritev_fully(int fd, std::span<iovec> pieces, std::uint64_t offset) noexcept;
 
 /// Removes `path` if it exists; never throws (used on failure paths).
 void remove_quietly(const std::string& path) noexcept;

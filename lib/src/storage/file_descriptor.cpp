@@ -49,7 +49,7 @@ std::size_t read_vector_at(int fd, std::vector<iovec>& pieces, std::uint64_t off
   return done;
 }
 
-std::size_t consume_pieces(std::vector<iovec>& pieces, std::size_t next, std::size_t n) noexcept {
+std::size_t consume_pieces(std::span<iovec> pieces, std::size_t next, std::size_t n) noexcept {
   // Past the pieces done whole, into the one done in part.
   for (auto left = n; left > 0 && next < pieces.size();) {
     const auto take = std::min(left, pieces[next].iov_len);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,7 +66,7 @@ std::size_t read_vector_at(int fd, std::vector<iovec>& pieces, std::uint64_t off
 /// After a preadv/pwritev of `pieces` from entry `next` moved `n` bytes:
 /// advances the entries past those bytes and returns the first entry not
 /// done to its end (pieces.size() when all are).
-std::size_t consume_pieces(std::vector<iovec>& pieces, std::size_t next, std::size_t n) noexcept;
+std::size_t consume_pieces(std::span<iovec> pieces, std::size_t next, std::size_t n) noexcept;
 
 /// Opens the input file `path` for reading: with O_NONBLOCK, because open(2)
 /// of a FIFO or a device would block forever, then checked with fstat to be
