@@ -10,11 +10,12 @@
 // tests/fuzz/make_local_copy_seeds.py writes seeds in it), applied to a fresh
 // copy of that file in its step directory; then read it:
 // read_local_copy_summary (what `h5dcp inspect` prints), CheckpointReader,
-// verify_checkpoint, the recovery's survey of a node's copies (identity and
-// every checksum) and its load from the copies. Any h5dcp::Error is a right
-// answer, and the survey must report a damaged copy as not intact, never
-// throw. A crash, a sanitizer report, an exception of another type, or HDF5
-// printing its error stack is a bug.
+// verify_checkpoint, the recovery's survey of a node's copies (identity,
+// index, chunk owners) and its load from the copies (every checksum). Any
+// h5dcp::Error is a right answer; the survey must report a damaged copy as
+// not intact, never throw, and the load reports a copy it cannot serve
+// (LocalRecoveryResult::damaged) or throws an h5dcp::Error. A crash, a sanitizer report, an exception of another type,
+// or HDF5 printing its error stack is a bug.
 
 #include <unistd.h>
 

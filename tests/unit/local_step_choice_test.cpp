@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "h5dcp/error.hpp"
 #include "plan/local_step_choice.hpp"
 #include "plan/replica_placement.hpp"
 
@@ -254,6 +255,46 @@ TEST(LocalStepChoice, CorruptCopiesAreSkippedAndNamedAndAnotherCopyServes) {
   ASSERT_EQ(fallback.skipped.size(), 2u);
   EXPECT_EQ(fallback.skipped[1].reason, "failed its checks");
   expect_served(fallback, surviving({save, older}, {"n0"}), f.rank_nodes, {"n0"});
+}
+
+// A copy found damaged only as it is served (the survey reads no block):
+// marked, the choice goes to its replica, then, with none left, to nothing;
+// marking what the reports do not hold as an intact copy is refused, so a
+// caller that chooses again always has fewer copies to choose from.
+TEST(LocalStepChoice, CopiesFoundDamagedWhenServedArePassedOverForTheirReplicas) {
+  const FourNodes f;
+  auto reports = surviving({saved(f.p, f.rank_nodes, 9, "r")}, {});
+  auto choice = choose_local_step("r", std::nullopt, reports);
+  ASSERT_EQ(choice.step, std::optional<std::int64_t>(9));
+  const auto first = choice.sources[0];
+  EXPECT_EQ(first.node, f.rank_nodes[0]);
+
+  mark_damaged(reports, choice, {{0, "checksum mismatch in rows 0-3 of 'w'"}});
+  EXPECT_THROW(mark_damaged(reports, choice, {{0, "again"}}), UsageError);  // already marked
+  choice = choose_local_step("r", std::nullopt, reports);
+  ASSERT_EQ(choice.step, std::optional<std::int64_t>(9));
+  EXPECT_NE(choice.sources[0].node, first.node);
+  ASSERT_EQ(choice.skipped.size(), 1u);
+  EXPECT_EQ(choice.skipped[0].node, first.node);
+  EXPECT_EQ(choice.skipped[0].file, first.file);
+  EXPECT_EQ(choice.skipped[0].reason, "checksum mismatch in rows 0-3 of 'w'");
+  for (std::size_t owner = 1; owner < f.rank_nodes.size(); ++owner)
+    EXPECT_EQ(choice.sources[owner].node, f.rank_nodes[owner]);  // the others as before
+
+  // Every replica damaged too: the step is rejected, each copy named.
+  while (choice.step) {
+    mark_damaged(reports, choice, {{0, "truncated"}});
+    choice = choose_local_step("r", std::nullopt, reports);
+  }
+  EXPECT_EQ(choice.skipped.size(), 1u + f.p.destinations[0].size());
+  ASSERT_EQ(choice.rejected.size(), 1u);
+
+  LocalStepChoice none;
+  EXPECT_THROW(mark_damaged(reports, none, {{0, "x"}}), UsageError);
+  choice.step = 9;
+  choice.sources = {{"n9", "/nowhere"}};
+  EXPECT_THROW(mark_damaged(reports, choice, {{0, "x"}}), UsageError);
+  EXPECT_THROW(mark_damaged(reports, choice, {{1, "x"}}), UsageError);  // no source of rank 1
 }
 
 TEST(LocalStepChoice, CopiesOfAnotherRunAreNeverMixedIn) {

@@ -73,16 +73,15 @@ at::Tensor read_chunk(ContainerReader& reader, const CheckpointIndex& index, con
 }
 
 // The problem of the copy at `path` whose identity is `identity`, or
-// std::nullopt when it is intact: every block it holds reads back with its
-// checksums.
+// std::nullopt when it can serve: its index (metadata, values, checksums)
+// and its chunks' owners read. Its blocks are read, and their checksums
+// verified, once: when they are served (load_from_local_copies), so that a
+// recovery reads each copy it uses once and no copy it does not use.
 std::optional<std::string> check_copy(const std::string& path, const LocalFileIdentity& identity) {
   try {
     const auto index = read_container_index(path);
     ContainerReader reader(path, MPI_COMM_NULL);
-    const auto owners = read_chunk_owners(reader, index.metadata, static_cast<std::int64_t>(identity.rank_node.size()));
-    for (const auto& [fqn, chunk_owners] : owners)
-      for (std::size_t k = 0; k < chunk_owners.size(); ++k)
-        if (chunk_owners[k] == identity.owner_rank) read_chunk(reader, index, fqn, static_cast<std::int64_t>(k));
+    (void)read_chunk_owners(reader, index.metadata, static_cast<std::int64_t>(identity.rank_node.size()));
     reader.close();
     return std::nullopt;
   } catch (const std::exception& e) {
@@ -161,7 +160,7 @@ std::vector<SurvivingNodeReport> gather_node_reports(
   return reports;
 }
 
-LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, const LoadOptions& options,
+LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, const LoadOptions& options,
                                            const LocalRecoverySources& sources) {
   LocalRecoveryCounts counts;
   const auto owner_count = sources.server.size();
@@ -217,6 +216,10 @@ LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, cons
       if (!wanted[s].empty()) out[s] = encode_message(wanted[s]);
     return out;
   });
+  // A copy that cannot be read (a checksum differs, the file is cut short)
+  // is not an error here: it is reported to every rank, nothing is loaded,
+  // and the caller chooses again without it (a replica, an older step).
+  std::map<int, std::string> damaged;
   const auto served = c.exchange("local:serve", [&] {
     std::vector<Bytes> out(requests.size());
     std::map<std::string, ContainerReader> readers;
@@ -228,12 +231,26 @@ LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, cons
         if (sources.server.at(owner) != c.rank())
           throw Error("h5dcp: rank " + std::to_string(r) + " asked this rank for a chunk of '" + fqn +
                       "' that another rank serves");
+        if (damaged.count(static_cast<int>(owner)) != 0) continue;
         auto block = read.find(ChunkKey{fqn, k});
         if (block == read.end()) {
           const auto& file = sources.files.at(owner);
-          auto reader = readers.find(file);
-          if (reader == readers.end()) reader = readers.try_emplace(file, file, MPI_COMM_NULL).first;
-          block = read.emplace(ChunkKey{fqn, k}, read_chunk(reader->second, index, fqn, k)).first;
+          try {
+            auto reader = readers.find(file);
+            if (reader == readers.end()) reader = readers.try_emplace(file, file, MPI_COMM_NULL).first;
+            block = read.emplace(ChunkKey{fqn, k}, read_chunk(reader->second, index, fqn, k)).first;
+          } catch (const std::exception& e) {
+            damaged.emplace(static_cast<int>(owner), e.what());
+            if (const auto open = readers.find(file); open != readers.end()) {
+              try {
+                open->second.close();
+              } catch (const std::exception&) {
+                // Damaged already: what its close says adds nothing.
+              }
+              readers.erase(open);
+            }
+            continue;
+          }
           counts.bytes_read += static_cast<std::int64_t>(block->second.nbytes());
         }
         out[r].append(static_cast<const char*>(block->second.data_ptr()), block->second.nbytes());
@@ -242,6 +259,11 @@ LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, cons
     for (auto& [file, reader] : readers) reader.close();
     return out;
   });
+  LocalRecoveryResult result;
+  for (const auto& theirs : c.all_gather("local:check", [&] { return encode_message(damaged); }))
+    for (auto& [owner, problem] : ByteReader::decode<std::map<int, std::string>>(theirs))
+      result.damaged.emplace(owner, std::move(problem));
+  if (!result.damaged.empty()) return result;  // nothing loaded: the state is as it was
   std::map<ChunkKey, at::Tensor> chunks;
   for (std::size_t s = 0; s < wanted.size(); ++s) {
     std::size_t at = 0;
@@ -293,18 +315,17 @@ LocalRecoveryCounts load_from_local_copies(const Comm& c, StateDict& state, cons
     }
     return encode_message(std::pair(counts.bytes_read, counts.bytes_received));
   });
-  LocalRecoveryCounts totals;
   for (const auto& m : moved) {
     const auto [read, received] = ByteReader::decode<std::pair<std::int64_t, std::int64_t>>(m);
-    totals.bytes_read += read;
-    totals.bytes_received += received;
+    result.counts.bytes_read += read;
+    result.counts.bytes_received += received;
   }
   if (expand)
     c.all_gather("load:commit", [&] {
       commit_load(expansion, state);
       return Bytes();
     });
-  return totals;
+  return result;
 }
 
 }  // namespace detail

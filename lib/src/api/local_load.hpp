@@ -3,8 +3,8 @@
 // and whether at all, is plan/local_step_choice's, asked by the manager:
 //
 //   local:survey   all_gather  each node's first rank reports the local steps
-//                              its node holds, every copy checked (identity,
-//                              every checksum of the blocks it holds)
+//                              its node holds, every copy's identity, index
+//                              and chunk owners read (not its blocks)
 //   local:index    all_gather  the rank serving owner 0 reads the step's index
 //   local:plan     all_gather  each rank plans its reads (any rank count,
 //                              any sharding: the load planner's usual plan)
@@ -12,13 +12,20 @@
 //                              saved chunks its reads overlap
 //   local:serve    exchange    the serving ranks read them (checksums
 //                              verified) and send them back
+//   local:check    all_gather  every rank learns which copies could not be
+//                              served; if any, nothing is loaded and the
+//                              manager chooses again without them
 //   local:read     all_gather  each rank copies its blocks out of them
 //
+// Each copy used is read once, by the rank that serves it: a copy with a
+// damaged block is found then, and its replica (or an older step) is chosen
+// in a second pass, which reads only what the first did not.
 // Only the serving ranks read files, each from its own node's directory: no
 // byte is read from the shared directory.
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,8 +44,9 @@ struct LocalStepDirectory {
 };
 
 /// What the node `node` holds of `steps`: each copy in them with its
-/// identity and whether every checksum of the blocks it holds verified (a
-/// copy that does not is reported with why). Not collective; reads files.
+/// identity, and whether its index and chunk owners read (a copy whose do
+/// not is reported with why; its blocks are checked when served). Not
+/// collective; reads files, never throws for what they hold.
 SurvivingNodeReport survey_local_copies(const std::string& node, const std::vector<LocalStepDirectory>& steps);
 
 /// Collective (step local:survey): the reports of every node, the same on
@@ -61,11 +69,21 @@ struct LocalRecoveryCounts {
   std::int64_t bytes_received = 0;  ///< received by the loading ranks from the serving ranks (themselves included)
 };
 
+/// What load_from_local_copies did, the same on every rank.
+struct LocalRecoveryResult {
+  LocalRecoveryCounts counts;
+  /// Owner rank -> why its copy could not be served (a checksum differs,
+  /// the file is cut short). Not empty: nothing was loaded, `state` is as
+  /// it was; choose again without these copies (mark_damaged).
+  std::map<int, std::string> damaged;
+};
+
 /// Loads `state` (in place, any rank count, any sharding) from the copies
-/// `sources` names. Collective. Throws CheckpointError on every rank like
-/// h5dcp::load (a copy that fails its checksums now, a missing key, a peer
-/// that died).
-LocalRecoveryCounts load_from_local_copies(const Comm& comm, StateDict& state, const LoadOptions& options,
+/// `sources` names, every block's checksums verified as it is read.
+/// Collective. A copy that cannot be read is reported in `damaged`, not
+/// thrown; anything else throws CheckpointError on every rank like
+/// h5dcp::load (a missing key, a wrong shape, a peer that died).
+LocalRecoveryResult load_from_local_copies(const Comm& comm, StateDict& state, const LoadOptions& options,
                                            const LocalRecoverySources& sources);
 
 }  // namespace h5dcp::detail

@@ -524,16 +524,39 @@ std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state,
        c.all_gather("local:list", [&] { return local.node_leader ? detail::encode_message(mine) : detail::Bytes(); }))
     if (!listed.empty())
       for (const auto step : detail::ByteReader::decode<std::vector<std::int64_t>>(listed)) candidates.insert(step);
+  // Each candidate step's copies surveyed (identity, index), then loaded
+  // from; a copy found damaged as it is served is passed over for a replica
+  // or an older step, and the load tried again (nothing loaded meanwhile).
   detail::LocalStepChoice choice;
+  detail::LocalRecoverySources sources;
+  detail::LocalRecoveryResult recovered;
   for (const auto step : candidates) {
-    const auto reports = detail::gather_node_reports(c, [&]() -> std::optional<detail::SurvivingNodeReport> {
+    auto reports = detail::gather_node_reports(c, [&]() -> std::optional<detail::SurvivingNodeReport> {
       if (!local.node_leader) return std::nullopt;
       std::vector<detail::LocalStepDirectory> dirs;
       if (std::find(mine.begin(), mine.end(), step) != mine.end())
         dirs.push_back({step, local.directory + "/" + detail::local_step_name(step)});
       return detail::survey_local_copies(node_of(c.rank()), dirs);
     });
-    choice = detail::choose_local_step(local.run_id, shared, reports);
+    while (true) {
+      choice = detail::choose_local_step(local.run_id, shared, reports);
+      if (!choice.step) break;
+      sources = detail::LocalRecoverySources{*choice.step, {}, {}};
+      for (const auto& source : choice.sources) {
+        const auto node = std::find(p.nodes.begin(), p.nodes.end(), source.node);
+        if (node == p.nodes.end())
+          throw Error("h5dcp: checkpoint manager: the local copies' node " + source.node + " is not in this job");
+        // The node's ranks share its owners' copies to serve.
+        const auto& ranks = p.node_ranks[static_cast<std::size_t>(node - p.nodes.begin())];
+        sources.server.push_back(ranks[sources.server.size() % ranks.size()]);
+        sources.files.push_back(source.file);
+      }
+      auto o = options;
+      o.coordinator = impl.options.coordinator;
+      recovered = detail::load_from_local_copies(c, state, o, sources);
+      if (recovered.damaged.empty()) break;
+      detail::mark_damaged(reports, choice, recovered.damaged);
+    }
     for (const auto& skipped : choice.skipped)
       scan.skipped.push_back(skipped.node + ": " + skipped.file + ": " + skipped.reason);
     scan.rejected.insert(scan.rejected.end(), choice.rejected.begin(), choice.rejected.end());
@@ -546,20 +569,7 @@ std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state,
       std::fprintf(stderr, "h5dcp: warning: checkpoint manager: %s\n", line.c_str());
   }
   if (!choice.step) return std::nullopt;
-  detail::LocalRecoverySources sources;
-  sources.step = *choice.step;
-  for (const auto& source : choice.sources) {
-    const auto node = std::find(p.nodes.begin(), p.nodes.end(), source.node);
-    if (node == p.nodes.end())
-      throw Error("h5dcp: checkpoint manager: the local copies' node " + source.node + " is not in this job");
-    // The node's ranks share its owners' copies to serve.
-    const auto& ranks = p.node_ranks[static_cast<std::size_t>(node - p.nodes.begin())];
-    sources.server.push_back(ranks[sources.server.size() % ranks.size()]);
-    sources.files.push_back(source.file);
-  }
-  auto o = options;
-  o.coordinator = impl.options.coordinator;
-  const auto counts = detail::load_from_local_copies(c, state, o, sources);
+  const auto& counts = recovered.counts;
   scan.step = sources.step;
   scan.bytes_read = counts.bytes_read;
   scan.bytes_sent = counts.bytes_received;

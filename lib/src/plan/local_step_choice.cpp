@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/joined.hpp"
+#include "h5dcp/error.hpp"
 
 namespace h5dcp::detail {
 namespace {
@@ -151,6 +152,31 @@ LocalStepChoice choose_local_step(const std::string& run_id, std::optional<std::
     break;
   }
   return choice;
+}
+
+void mark_damaged(std::vector<SurvivingNodeReport>& reports, const LocalStepChoice& choice,
+                  const std::map<int, std::string>& damaged) {
+  for (const auto& [owner, problem] : damaged) {
+    if (!choice.step || owner < 0 || static_cast<std::size_t>(owner) >= choice.sources.size())
+      throw UsageError("h5dcp: rank " + std::to_string(owner) + " owns no data of the local step chosen");
+    const auto& source = choice.sources[static_cast<std::size_t>(owner)];
+    bool marked = false;
+    for (auto& node : reports) {
+      if (node.node != source.node) continue;
+      for (auto& step : node.steps) {
+        if (step.step != *choice.step) continue;
+        for (auto& copy : step.copies) {
+          if (copy.owner_rank != owner || copy.file != source.file || !copy.intact) continue;
+          copy.intact = false;
+          copy.problem = problem;
+          marked = true;
+        }
+      }
+    }
+    if (!marked)
+      throw UsageError("h5dcp: the copy of rank " + std::to_string(owner) + " on " + source.node + " (" + source.file +
+                       ") is not an intact copy of " + step_name(*choice.step) + " in the reports");
+  }
 }
 
 }  // namespace h5dcp::detail

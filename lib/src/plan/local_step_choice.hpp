@@ -9,6 +9,7 @@
 // shared checkpoint as without a local tier.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,5 +74,15 @@ struct LocalStepChoice {
 /// result does not depend on the order of `nodes` or of their reports.
 LocalStepChoice choose_local_step(const std::string& run_id, std::optional<std::int64_t> shared_step,
                                   const std::vector<SurvivingNodeReport>& nodes);
+
+/// After loading from `choice` found the copies of some owners unreadable
+/// (`damaged`: owner rank -> what reading its copy found, a checksum that
+/// differs, a truncated file): marks those copies in `reports` as not intact,
+/// with why, so that choosing again passes them over for a replica or an
+/// older step. Throws UsageError when a damaged owner's copy is in no report
+/// or already marked (the reports are not those `choice` was made from): a
+/// caller choosing again must always have fewer copies to choose from.
+void mark_damaged(std::vector<SurvivingNodeReport>& reports, const LocalStepChoice& choice,
+                  const std::map<int, std::string>& damaged);
 
 }  // namespace h5dcp::detail
