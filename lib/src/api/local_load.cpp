@@ -1,7 +1,7 @@
 #include "api/local_load.hpp"
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 
 #include <algorithm>
 #include <cstring>
@@ -49,13 +49,41 @@ const TensorStorageMetadata& tensor_storage(const CheckpointIndex& index, const 
   return std::get<TensorStorageMetadata>(found->second);
 }
 
-// Reads chunk `k` of `fqn` from `reader`, every checksum slab verified when
-// the copy has checksums for it.
-at::Tensor read_chunk(ContainerReader& reader, const CheckpointIndex& index, const std::string& fqn, std::int64_t k) {
+// The bytes of chunk `k` of `fqn` (a 0-d tensor's one chunk: its scalar).
+std::size_t chunk_bytes(const CheckpointIndex& index, const ChunkKey& key) {
+  const auto& storage = tensor_storage(index, key.first);
+  return static_cast<std::size_t>(volume(chunk_box(storage, key.second).sizes)) * dtype_size(storage.properties.dtype);
+}
+
+// Where each of `keys` lies in the payload that carries them from the rank
+// that serves them to the rank that asked, in order, each at a multiple of
+// kChunkAlign so that the receiver uses it where it lies (any dtype aligned);
+// the last entry is the payload's size. Both sides compute it.
+constexpr std::size_t kChunkAlign = 64;
+std::vector<std::size_t> payload_layout(const CheckpointIndex& index, const std::vector<ChunkKey>& keys) {
+  std::vector<std::size_t> at{0};
+  at.reserve(keys.size() + 1);
+  for (const auto& key : keys) {
+    const auto end = at.back() + chunk_bytes(index, key);
+    at.push_back((end + kChunkAlign - 1) / kChunkAlign * kChunkAlign);
+  }
+  return at;
+}
+
+// Chunk `k` of `fqn` as a tensor over `place` (its memory, not owned).
+at::Tensor chunk_at(const CheckpointIndex& index, const ChunkKey& key, void* place) {
+  const auto& storage = tensor_storage(index, key.first);
+  return at::from_blob(place, chunk_box(storage, key.second).sizes,
+                       at::TensorOptions().dtype(to_scalar_type(storage.properties.dtype)));
+}
+
+// Reads chunk `k` of `fqn` from `reader` into `place`, every checksum slab
+// verified when the copy has checksums for it.
+void read_chunk(ContainerReader& reader, const CheckpointIndex& index, const ChunkKey& key, void* place) {
+  const auto& [fqn, k] = key;
   const auto& storage = tensor_storage(index, fqn);
   const auto box = chunk_box(storage, k);
-  auto block = at::empty(box.sizes, at::TensorOptions().dtype(to_scalar_type(storage.properties.dtype)));
-  if (volume(box.sizes) == 0) return block;
+  if (volume(box.sizes) == 0) return;
   ReadItem item;
   item.storage_fqn = fqn;
   item.storage_offsets = box.offsets;
@@ -65,11 +93,10 @@ at::Tensor read_chunk(ContainerReader& reader, const CheckpointIndex& index, con
   item.source_chunks = {static_cast<std::size_t>(k)};
   const auto sums = index.checksums.find(fqn);
   if (sums != index.checksums.end()) {
-    read_verified(reader, item, block, storage, sums->second);
+    read_verified(reader, item, chunk_at(index, key, place), storage, sums->second);
   } else {
-    reader.read(fqn, item.dtype, box, block.data_ptr());
+    reader.read(fqn, item.dtype, box, place);
   }
-  return block;
 }
 
 // The problem of the copy at `path` whose identity is `identity`, or
@@ -223,37 +250,44 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
   const auto served = c.exchange("local:serve", [&] {
     std::vector<Bytes> out(requests.size());
     std::map<std::string, ContainerReader> readers;
-    std::map<ChunkKey, at::Tensor> read;  // a chunk several ranks ask for is read once
+    std::map<ChunkKey, const char*> read;  // a chunk several ranks ask for is read once, then copied
     for (std::size_t r = 0; r < requests.size(); ++r) {
       if (requests[r].empty()) continue;
-      for (const auto& [fqn, k] : ByteReader::decode<std::vector<ChunkKey>>(requests[r])) {
+      const auto keys = ByteReader::decode<std::vector<ChunkKey>>(requests[r]);
+      const auto at = payload_layout(index, keys);
+      out[r].resize(at.back());  // read into where they are sent from
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        const auto& [fqn, k] = keys[i];
         const auto owner = static_cast<std::size_t>(owners.at(fqn).at(static_cast<std::size_t>(k)));
         if (sources.server.at(owner) != c.rank())
           throw Error("h5dcp: rank " + std::to_string(r) + " asked this rank for a chunk of '" + fqn +
                       "' that another rank serves");
         if (damaged.count(static_cast<int>(owner)) != 0) continue;
-        auto block = read.find(ChunkKey{fqn, k});
-        if (block == read.end()) {
-          const auto& file = sources.files.at(owner);
-          try {
-            auto reader = readers.find(file);
-            if (reader == readers.end()) reader = readers.try_emplace(file, file, MPI_COMM_NULL).first;
-            block = read.emplace(ChunkKey{fqn, k}, read_chunk(reader->second, index, fqn, k)).first;
-          } catch (const std::exception& e) {
-            damaged.emplace(static_cast<int>(owner), e.what());
-            if (const auto open = readers.find(file); open != readers.end()) {
-              try {
-                open->second.close();
-              } catch (const std::exception&) {
-                // Damaged already: what its close says adds nothing.
-              }
-              readers.erase(open);
-            }
-            continue;
-          }
-          counts.bytes_read += static_cast<std::int64_t>(block->second.nbytes());
+        char* place = out[r].data() + at[i];
+        const auto bytes = chunk_bytes(index, keys[i]);
+        if (const auto first = read.find(keys[i]); first != read.end()) {
+          std::memcpy(place, first->second, bytes);
+          continue;
         }
-        out[r].append(static_cast<const char*>(block->second.data_ptr()), block->second.nbytes());
+        const auto& file = sources.files.at(owner);
+        try {
+          auto reader = readers.find(file);
+          if (reader == readers.end()) reader = readers.try_emplace(file, file, MPI_COMM_NULL).first;
+          read_chunk(reader->second, index, keys[i], place);
+        } catch (const std::exception& e) {
+          damaged.emplace(static_cast<int>(owner), e.what());
+          if (const auto open = readers.find(file); open != readers.end()) {
+            try {
+              open->second.close();
+            } catch (const std::exception&) {
+              // Damaged already: what its close says adds nothing.
+            }
+            readers.erase(open);
+          }
+          continue;
+        }
+        read.emplace(keys[i], place);
+        counts.bytes_read += static_cast<std::int64_t>(bytes);
       }
     }
     for (auto& [file, reader] : readers) reader.close();
@@ -264,21 +298,19 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
     for (auto& [owner, problem] : ByteReader::decode<std::map<int, std::string>>(theirs))
       result.damaged.emplace(owner, std::move(problem));
   if (!result.damaged.empty()) return result;  // nothing loaded: the state is as it was
+  // The chunks where they arrived (`served` outlives their use below).
   std::map<ChunkKey, at::Tensor> chunks;
   for (std::size_t s = 0; s < wanted.size(); ++s) {
-    std::size_t at = 0;
-    for (const auto& key : wanted[s]) {
-      const auto& storage = tensor_storage(index, key.first);
-      auto block = at::empty(chunk_box(storage, key.second).sizes,
-                             at::TensorOptions().dtype(to_scalar_type(storage.properties.dtype)));
-      const auto bytes = static_cast<std::size_t>(block.numel()) * block.element_size();
-      if (at + bytes > served[s].size())
-        throw CheckpointError("local:serve",
-                              {{c.rank(), "rank " + std::to_string(s) + " sent fewer bytes than asked"}});
-      std::memcpy(block.data_ptr(), served[s].data() + at, bytes);
-      at += bytes;
-      counts.bytes_received += static_cast<std::int64_t>(bytes);
-      chunks.emplace(key, std::move(block));
+    if (wanted[s].empty()) continue;
+    const auto at = payload_layout(index, wanted[s]);
+    if (served[s].size() != at.back())
+      throw CheckpointError("local:serve",
+                            {{c.rank(), "rank " + std::to_string(s) + " sent " + std::to_string(served[s].size()) +
+                                            " bytes, not " + std::to_string(at.back())}});
+    for (std::size_t i = 0; i < wanted[s].size(); ++i) {
+      // Only read from (the source of copy_ below): the const_cast gives from_blob its pointer type.
+      chunks.emplace(wanted[s][i], chunk_at(index, wanted[s][i], const_cast<char*>(served[s].data()) + at[i]));
+      counts.bytes_received += static_cast<std::int64_t>(chunk_bytes(index, wanted[s][i]));
     }
   }
 
