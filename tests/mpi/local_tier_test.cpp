@@ -761,6 +761,28 @@ TEST(LocalTierRecovery, WithoutACopyOfEveryRankItFallsBackToTheSharedCheckpointA
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// Flips one bit in the middle of rank 0's block of 'w' of step 3 in the
+// copy at `path` (found by its bytes): the file otherwise intact, so only
+// the checksums tell.
+void flip_rank0_block_bit(const std::string& path) {
+  const auto block = test::grid_shards(full_weights(), test::world_size(), 1, 0, test::world_size())
+                         .local_shards()
+                         .at(0)
+                         .tensor.contiguous();
+  const std::string needle(static_cast<const char*>(block.data_ptr()),
+                           static_cast<std::size_t>(block.numel()) * block.element_size());
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const auto at = bytes.find(needle);
+  ASSERT_NE(at, std::string::npos) << "rank 0's block is not in " << path;
+  bytes[at + needle.size() / 2] = static_cast<char>(bytes[at + needle.size() / 2] ^ 0x01);
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
 TEST(LocalTierRecovery, ACorruptedCopyIsSkippedByNameAndItsReplicaUsed) {
   if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks (two faked nodes)";
   test::TempDir dir;
@@ -770,24 +792,7 @@ TEST(LocalTierRecovery, ACorruptedCopyIsSkippedByNameAndItsReplicaUsed) {
   // by its bytes), the file otherwise intact, so only the checksums tell.
   const auto damaged = detail::local_directory_for(options.directory, fake_node_of(0)) + "/local-step-00000003/" +
                        detail::local_copy_name(0);
-  if (test::world_rank() == 0) {
-    const auto block = test::grid_shards(full_weights(), test::world_size(), 1, 0, test::world_size())
-                           .local_shards()
-                           .at(0)
-                           .tensor.contiguous();
-    const std::string needle(static_cast<const char*>(block.data_ptr()),
-                             static_cast<std::size_t>(block.numel()) * block.element_size());
-    std::string bytes;
-    {
-      std::ifstream in(damaged, std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    const auto at = bytes.find(needle);
-    ASSERT_NE(at, std::string::npos) << "rank 0's block is not in its copy";
-    bytes[at + needle.size() / 2] = static_cast<char>(bytes[at + needle.size() / 2] ^ 0x01);
-    std::ofstream(damaged, std::ios::binary | std::ios::trunc)
-        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
+  if (test::world_rank() == 0) flip_rank0_block_bit(damaged);
   MPI_Barrier(MPI_COMM_WORLD);
   const auto got = recover(root, options, test::world_size(), [](int r) { return fake_node_of(r); });
   ASSERT_TRUE(got && got->info.has_value());
@@ -800,5 +805,42 @@ TEST(LocalTierRecovery, ACorruptedCopyIsSkippedByNameAndItsReplicaUsed) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// Every copy of rank 0's data of step 3 damaged in its blocks, which only
+// the load reads (the survey reads identities and indexes): the load finds
+// the first, then the replica, loads nothing from either, and falls back to
+// the shared step 2, naming both copies and why step 3 was passed over.
+TEST(LocalTierRecovery, BlocksDamagedInEveryCopyOfARankFallBackToTheSharedCheckpoint) {
+  if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks (two faked nodes)";
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  const auto options = save_three_steps(root, "run-D");
+  std::vector<std::string> copies;
+  for (const auto& node : {std::string("node-a"), std::string("node-b"), std::string("node-c")}) {
+    const auto path =
+        detail::local_directory_for(options.directory, node) + "/local-step-00000003/" + detail::local_copy_name(0);
+    if (std::filesystem::exists(path)) copies.push_back(path);
+  }
+  ASSERT_EQ(copies.size(), 2u) << "rank 0's own copy and its one replica";
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (test::world_rank() == 0)
+    for (const auto& path : copies) flip_rank0_block_bit(path);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto got = recover(root, options, test::world_size(), [](int r) { return fake_node_of(r); });
+  ASSERT_TRUE(got && got->info.has_value());
+  EXPECT_FALSE(got->info->local);
+  EXPECT_EQ(got->info->step, 2);
+  EXPECT_FALSE(got->scan.local.step.has_value());
+  ASSERT_EQ(got->scan.local.skipped.size(), 2u);
+  for (const auto& path : copies) {
+    const bool named = std::any_of(got->scan.local.skipped.begin(), got->scan.local.skipped.end(),
+                                   [&](const std::string& line) { return line.find(path) != std::string::npos; });
+    EXPECT_TRUE(named) << path << " is not named as skipped";
+  }
+  for (const auto& line : got->scan.local.skipped) EXPECT_NE(line.find("checksum"), std::string::npos) << line;
+  ASSERT_EQ(got->scan.local.rejected.size(), 1u);
+  EXPECT_NE(got->scan.local.rejected[0].find("step 3"), std::string::npos) << got->scan.local.rejected[0];
+  expect_step_state(*got, 2, test::world_rank(), test::world_size());
+  MPI_Barrier(MPI_COMM_WORLD);
+}
 }  // namespace
 }  // namespace h5dcp
