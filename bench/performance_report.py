@@ -487,9 +487,10 @@ knob_vs_alternated = save_ab and save_ab_h_ok
 knob_baseline = save_ab_h_med if knob_vs_alternated else s["save"]
 
 # Where the time goes: rank 0's steps of the traced run, one group per save
-# (per repetition, the bench's order: sync save, async save, small tensors,
-# the same bytes in few tensors). The second repetition's: a process's first
-# save pays for first touches of memory and is no typical one.
+# (per repetition, the bench's order: sync save, async save, then the small
+# tensors and the same bytes in few tensors, taking turns going first). The
+# second repetition's: a process's first save pays for first touches of memory
+# and is no typical one.
 # h5dcp-bench names each case before its save ("[h5dcp-bench case] NAME rep N";
 # rep -1 is the warm-up); the save's step lines follow it.
 TRACE_RANK = 0
