@@ -14,8 +14,9 @@
 // index, chunk owners) and its load from the copies (every checksum). Any
 // h5dcp::Error is a right answer; the survey must report a damaged copy as
 // not intact, never throw, and the load reports a copy it cannot serve
-// (LocalRecoveryResult::damaged) or throws an h5dcp::Error. A crash, a sanitizer report, an exception of another type,
-// or HDF5 printing its error stack is a bug.
+// (LocalRecoveryResult::damaged) or throws an h5dcp::Error. A crash, a
+// sanitizer report, an exception of another type, or HDF5 printing its error
+// stack is a bug.
 
 #include <unistd.h>
 

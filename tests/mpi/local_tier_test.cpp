@@ -777,6 +777,9 @@ void flip_rank0_block_bit(const std::string& path) {
     bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   const auto at = bytes.find(needle);
+  // Fails the test but returns from this helper only: the caller's rank
+  // goes on to the barriers with the others (a test returning on one rank
+  // would leave them waiting), and the test's own checks fail after.
   ASSERT_NE(at, std::string::npos) << "rank 0's block is not in " << path;
   bytes[at + needle.size() / 2] = static_cast<char>(bytes[at + needle.size() / 2] ^ 0x01);
   std::ofstream(path, std::ios::binary | std::ios::trunc)
