@@ -360,6 +360,18 @@ TEST(LocalTierSave, EveryNodeHoldsItsOwnAndItsPartnersCopiesBitForBit) {
     EXPECT_EQ(static_cast<int>(id.rank_node.size()), test::world_size());
     EXPECT_EQ(id.nodes, names);
     expect_owners_blocks(path, id.owner_rank);
+    // Its index and chunk owners, read from one open: 'w' has a chunk per
+    // rank, each owned by the rank whose rows it is.
+    const auto copy = detail::read_local_copy_index(path, test::world_size());
+    const auto& w = std::get<TensorStorageMetadata>(copy.index.metadata.state_dict_metadata.at("w"));
+    const auto& owners = copy.owners.at("w");
+    ASSERT_EQ(owners.size(), w.chunks.size()) << path;
+    ASSERT_EQ(static_cast<int>(owners.size()), test::world_size()) << path;
+    for (std::size_t k = 0; k < owners.size(); ++k) {
+      const auto rows =
+          test::grid_shards(full_weights(), test::world_size(), 1, static_cast<int>(owners[k]), test::world_size());
+      EXPECT_EQ(w.chunks[k].offsets, rows.local_shards().at(0).offsets) << path << ", chunk " << k;
+    }
   }
   MPI_Barrier(MPI_COMM_WORLD);  // rank 0's directory outlives every rank's reads
 }

@@ -17,9 +17,7 @@ std::optional<LocalCopySummary> local_copy_summary(const std::string& path, cons
                                                    std::map<std::string, std::vector<std::int64_t>>* owners_out) {
   if (!is_local_copy(path)) return std::nullopt;
   const auto id = read_local_identity(path);
-  ContainerReader reader(path, MPI_COMM_NULL);
-  auto owners = read_chunk_owners(reader, metadata, static_cast<std::int64_t>(id.rank_node.size()));
-  reader.close();
+  auto owners = read_chunk_owners(path, metadata, static_cast<std::int64_t>(id.rank_node.size()));
   LocalCopySummary s{id.run_id, id.step, id.owner_rank, id.replica, id.nodes, id.rank_node, 0, 0};
   for (const auto& [fqn, chunk_owners] : owners)
     for (const auto o : chunk_owners) {

@@ -106,10 +106,7 @@ void read_chunk(ContainerReader& reader, const CheckpointIndex& index, const Chu
 // recovery reads each copy it uses once and no copy it does not use.
 std::optional<std::string> check_copy(const std::string& path, const LocalFileIdentity& identity) {
   try {
-    const auto index = read_container_index(path);
-    ContainerReader reader(path, MPI_COMM_NULL);
-    (void)read_chunk_owners(reader, index.metadata, static_cast<std::int64_t>(identity.rank_node.size()));
-    reader.close();
+    (void)read_local_copy_index(path, static_cast<std::int64_t>(identity.rank_node.size()));
     return std::nullopt;
   } catch (const std::exception& e) {
     return std::string(e.what());
@@ -195,14 +192,11 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
   // each chunk, from one copy: every copy carries them whole.
   const auto indexed = c.all_gather("local:index", [&] {
     if (sources.server.at(0) != c.rank()) return Bytes();
-    auto index = read_container_index(sources.files[0]);
-    ContainerReader reader(sources.files[0], MPI_COMM_NULL);
-    auto owners = read_chunk_owners(reader, index.metadata, static_cast<std::int64_t>(owner_count));
-    reader.close();
-    return encode_message(std::pair(encode(index), owners));
+    const auto copy = read_local_copy_index(sources.files[0], static_cast<std::int64_t>(owner_count));
+    return encode_message(std::pair(encode(copy.index), copy.owners));
   });
-  const auto indexed_step = ByteReader::decode<std::pair<Bytes, std::map<std::string, std::vector<std::int64_t>>>>(
-      indexed.at(static_cast<std::size_t>(sources.server[0])));
+  const auto indexed_step =
+      ByteReader::decode<std::pair<Bytes, ChunkOwners>>(indexed.at(static_cast<std::size_t>(sources.server[0])));
   const auto index = decode_checkpoint_index(indexed_step.first);
   const auto& owners = indexed_step.second;
 

@@ -306,7 +306,12 @@ void add_packed_tensors(CheckpointIndex& index, hid_t root, const std::string& p
 
 CheckpointIndex read_container_index(const std::string& path, bool require_exact_tiling) {
   auto file = open_file_read_only(path, MPI_COMM_NULL);
-  const hid_t root = file.get();
+  auto index = read_container_index(file.get(), path, require_exact_tiling);
+  file.close("'" + path + "'");
+  return index;
+}
+
+CheckpointIndex read_container_index(Hid root, const std::string& path, bool require_exact_tiling) {
   const std::string where = "the root of '" + path + "'";
   if (!has_attribute(root, layout::kFormatVersion))
     throw FormatError("h5dcp: '" + path + "' is an HDF5 file but not an h5dcp checkpoint (no " +
@@ -334,7 +339,6 @@ CheckpointIndex read_container_index(const std::string& path, bool require_exact
       md.format_version_major > 1 || (md.format_version_major == 1 && md.format_version_minor >= 2);
   IndexWalk(index, path, budget, require_exact_tiling, packs_known).walk_root(root);
   if (packs_known) add_packed_tensors(index, root, path, budget);
-  file.close("'" + path + "'");
   return index;
 }
 

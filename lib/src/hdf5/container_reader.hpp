@@ -29,6 +29,9 @@ namespace h5dcp::detail {
 /// a problem of its own.
 CheckpointIndex read_container_index(const std::string& path, bool require_exact_tiling = true);
 
+/// The same, from the file `root` open at `path` (left open).
+CheckpointIndex read_container_index(Hid root, const std::string& path, bool require_exact_tiling = true);
+
 class ContainerReader {
  public:
   /// Opens `path` read-only; collective over `comm` unless MPI_COMM_NULL.

@@ -8,6 +8,7 @@
 #include "h5dcp/error.hpp"
 #include "hdf5/attributes.hpp"
 #include "hdf5/container_layout.hpp"
+#include "hdf5/hdf5_error.hpp"
 #include "hdf5/hdf5_file.hpp"
 
 namespace h5dcp::detail {
@@ -39,6 +40,30 @@ std::int64_t single(const std::vector<std::int64_t>& values, const char* name, c
   return values[0];
 }
 
+// The chunk owners of every tensor of `metadata` in the copy open at `root`
+// (read_chunk_owners).
+ChunkOwners chunk_owners_in(Hid root, const Metadata& metadata, std::int64_t world_size) {
+  ChunkOwners out;
+  for (const auto& [fqn, storage] : metadata.state_dict_metadata) {
+    const auto* tensor = std::get_if<TensorStorageMetadata>(&storage);
+    if (tensor == nullptr) continue;
+    const std::string where = "the dataset of '" + fqn + "'";
+    const auto name = "/" + fqn;
+    const Handle dataset(check_id(H5Dopen2(root, name.c_str(), H5P_DEFAULT), "opening " + where), H5Dclose);
+    auto owners = read_int64_attribute(dataset.get(), layout::kLocalChunkOwners, where);
+    const auto chunks = std::max<std::size_t>(tensor->chunks.size(), 1);
+    if (owners.size() != chunks)
+      throw FormatError("h5dcp: " + where + " names the owners of " + std::to_string(owners.size()) +
+                        " chunks, not of its " + std::to_string(chunks));
+    for (const auto o : owners)
+      if (o < 0 || o >= world_size)
+        throw FormatError("h5dcp: " + where + " names rank " + std::to_string(o) + " of a job of " +
+                          std::to_string(world_size) + " ranks as a chunk's owner");
+    out.emplace(fqn, std::move(owners));
+  }
+  return out;
+}
+
 }  // namespace
 
 void write_local_identity(Hid root, const LocalFileIdentity& identity) {
@@ -56,24 +81,19 @@ void write_chunk_owners(Hid dataset, const std::vector<std::int64_t>& owners) {
   write_int64_attribute(dataset, layout::kLocalChunkOwners, owners);
 }
 
-std::map<std::string, std::vector<std::int64_t>> read_chunk_owners(ContainerReader& reader, const Metadata& metadata,
-                                                                   std::int64_t world_size) {
-  std::map<std::string, std::vector<std::int64_t>> out;
-  for (const auto& [fqn, storage] : metadata.state_dict_metadata) {
-    const auto* tensor = std::get_if<TensorStorageMetadata>(&storage);
-    if (tensor == nullptr) continue;
-    const std::string where = "the dataset of '" + fqn + "'";
-    auto owners = read_int64_attribute(reader.dataset(fqn), layout::kLocalChunkOwners, where);
-    const auto chunks = std::max<std::size_t>(tensor->chunks.size(), 1);
-    if (owners.size() != chunks)
-      throw FormatError("h5dcp: " + where + " names the owners of " + std::to_string(owners.size()) +
-                        " chunks, not of its " + std::to_string(chunks));
-    for (const auto o : owners)
-      if (o < 0 || o >= world_size)
-        throw FormatError("h5dcp: " + where + " names rank " + std::to_string(o) + " of a job of " +
-                          std::to_string(world_size) + " ranks as a chunk's owner");
-    out.emplace(fqn, std::move(owners));
-  }
+ChunkOwners read_chunk_owners(const std::string& path, const Metadata& metadata, std::int64_t world_size) {
+  auto file = open_file_read_only(path, MPI_COMM_NULL);
+  auto owners = chunk_owners_in(file.get(), metadata, world_size);
+  file.close("'" + path + "'");
+  return owners;
+}
+
+LocalCopyIndex read_local_copy_index(const std::string& path, std::int64_t world_size) {
+  auto file = open_file_read_only(path, MPI_COMM_NULL);
+  LocalCopyIndex out;
+  out.index = read_container_index(file.get(), path);
+  out.owners = chunk_owners_in(file.get(), out.index.metadata, world_size);
+  file.close("'" + path + "'");
   return out;
 }
 

@@ -40,11 +40,25 @@ void rewrite_local_step(Hid root, std::int64_t step);
 /// copy holds the chunks of its owner rank.
 void write_chunk_owners(Hid dataset, const std::vector<std::int64_t>& owners);
 
-/// The chunk owners of every tensor of `metadata` in the open copy
-/// `reader`; throws FormatError when one is missing or does not have one
-/// entry per chunk, or names a rank outside `world_size`.
-std::map<std::string, std::vector<std::int64_t>> read_chunk_owners(ContainerReader& reader, const Metadata& metadata,
-                                                                   std::int64_t world_size);
+using ChunkOwners = std::map<std::string, std::vector<std::int64_t>>;  ///< each tensor's chunks' owner ranks
+
+/// The chunk owners of every tensor of `metadata` in the copy at `path`.
+/// Serial. Throws FormatError when the file cannot be read or an owner list
+/// is missing, does not have one entry per chunk, or names a rank outside
+/// `world_size`; IoError when HDF5 cannot open a tensor's dataset.
+ChunkOwners read_chunk_owners(const std::string& path, const Metadata& metadata, std::int64_t world_size);
+
+/// A copy's index and chunk owners: everything a recovery needs of it but
+/// its identity and its blocks.
+struct LocalCopyIndex {
+  CheckpointIndex index;
+  ChunkOwners owners;
+};
+
+/// The index (read_container_index) and the chunk owners (read_chunk_owners,
+/// of a saving job of `world_size` ranks) of the copy at `path`, from one
+/// open of the file. Serial. Throws as those do.
+LocalCopyIndex read_local_copy_index(const std::string& path, std::int64_t world_size);
 
 /// Whether the checkpoint file at `path` is a local copy (has the root
 /// attribute h5dcp.local.run_id). Throws FormatError when it cannot be opened.
