@@ -163,7 +163,11 @@ TEST(Integrity, EarlyWritebackKeepsEveryByte) {
       load(back, path);
       EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(back.at("w")), full)) << path;
       if (rank == 0) {
-        EXPECT_TRUE(verify_checkpoint(path).ok()) << path;
+        const auto report = verify_checkpoint(path);
+        EXPECT_TRUE(report.ok()) << path;
+        // A shared checkpoint is not a node-local copy.
+        EXPECT_FALSE(report.local_copy.has_value()) << path;
+        EXPECT_FALSE(read_local_copy_summary(path).has_value()) << path;
       }
     }
   }
@@ -263,7 +267,9 @@ TEST(Integrity, PacksWrittenByShortPosixWritesLoseNothing) {
     const auto key = "t" + std::to_string(i);
     EXPECT_TRUE(bitwise_equal(std::get<at::Tensor>(target.at(key)), reference_tensor({16, 16}, at::kFloat, i))) << key;
   }
-  if (test::world_rank() == 0) EXPECT_TRUE(verify_checkpoint(path).ok());
+  if (test::world_rank() == 0) {
+    EXPECT_TRUE(verify_checkpoint(path).ok());
+  }
 }
 
 // Our own POSIX writes (torch.save files, the manager's pointer) go on after

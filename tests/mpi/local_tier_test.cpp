@@ -582,6 +582,18 @@ TEST(LocalTierSave, EachStepWritesOverTheCopiesOfTheStepBeyondTheKeptOnes) {
       EXPECT_TRUE(report.ok()) << copy_of(step) << ": " << (report.ok() ? "" : report.problems[0].message);
       ASSERT_TRUE(report.local_copy.has_value());
       EXPECT_EQ(report.local_copy->step, step);
+      EXPECT_EQ(report.local_copy->owner_rank, test::world_rank());
+      EXPECT_EQ(report.local_copy->replica, 0);
+      // 'w' has a chunk per rank, 'b' and 'extra' one each: every chunk has
+      // one owner, whose copy holds it, and the CLI's summary says the same.
+      EXPECT_EQ(report.local_copy->chunks_total, test::world_size() + (step >= wider_from ? 2 : 1));
+      std::int64_t held_everywhere = 0;
+      MPI_Allreduce(&report.local_copy->chunks_held, &held_everywhere, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+      EXPECT_EQ(held_everywhere, report.local_copy->chunks_total);
+      const auto summary = read_local_copy_summary(copy_of(step));
+      ASSERT_TRUE(summary.has_value());
+      EXPECT_EQ(summary->chunks_held, report.local_copy->chunks_held);
+      EXPECT_EQ(summary->run_id, report.local_copy->run_id);
       detail::ContainerReader reader(copy_of(step), MPI_COMM_NULL);
       const auto state = changing_state(step, wider_from);
       for (const auto& shard : std::get<ShardedTensor>(state.at("w")).local_shards()) {

@@ -40,19 +40,15 @@ class Verifier {
     report_.checks = {"metadata", "structure", "tiling", "data", "checksums", "values"};
     try {
       // Tiling is a check of its own below: read the chunks as they are.
-      index_ = detail::read_container_index(path_, /*require_exact_tiling=*/false);
+      auto file = detail::read_checkpoint_file_index(path_, /*require_exact_tiling=*/false);
+      index_ = std::move(file.index);
+      if (file.local) report_.local_copy = detail::summarize_local_copy(*file.local, file.owners);
+      owners_ = std::move(file.owners);
     } catch (const Error& e) {
       problem("metadata", "", e.what());
       return;
     }
-    const auto& md = index_.metadata;
-    try {
-      report_.local_copy = detail::local_copy_summary(path_, md, &owners_);
-    } catch (const Error& e) {
-      problem("metadata", "", e.what());
-      return;
-    }
-    report_.containers = static_cast<std::int64_t>(md.containers.size());
+    report_.containers = static_cast<std::int64_t>(index_.metadata.containers.size());
     check_structure();
     check_tensors();
     check_values();
@@ -231,7 +227,7 @@ class Verifier {
   const VerifyOptions& options_;
   VerifyReport& report_;
   detail::CheckpointIndex index_;
-  std::map<std::string, std::vector<std::int64_t>> owners_;  // a local copy's chunk owners
+  detail::ChunkOwners owners_;  // a local copy's
 };
 
 }  // namespace

@@ -64,12 +64,10 @@ class ContainerReader {
   /// Forgets every HDF5 id without closing (after a rank timed out).
   void abandon() noexcept;
 
-  /// The dataset of `fqn`, opened once (for attributes beyond a
-  /// checkpoint's: hdf5/local_file.hpp). Throws FormatError when missing or
-  /// packed (format 1.2: a tensor with no dataset of its own).
-  Hid dataset(const std::string& fqn);
-
  private:
+  // The dataset of `fqn`, opened once. Throws FormatError when missing or
+  // packed (format 1.2: a tensor with no dataset of its own).
+  Hid dataset(const std::string& fqn);
   Hid pack(DType dtype);
   // Where the pack's elements start in the file (H5Dget_offset, asked once),
   // or HADDR_UNDEF (not contiguous, not written, external).

@@ -41,7 +41,7 @@ std::int64_t single(const std::vector<std::int64_t>& values, const char* name, c
 }
 
 // The chunk owners of every tensor of `metadata` in the copy open at `root`
-// (read_chunk_owners).
+// (read_local_copy_index).
 ChunkOwners chunk_owners_in(Hid root, const Metadata& metadata, std::int64_t world_size) {
   ChunkOwners out;
   for (const auto& [fqn, storage] : metadata.state_dict_metadata) {
@@ -64,50 +64,9 @@ ChunkOwners chunk_owners_in(Hid root, const Metadata& metadata, std::int64_t wor
   return out;
 }
 
-}  // namespace
-
-void write_local_identity(Hid root, const LocalFileIdentity& identity) {
-  write_string_attribute(root, layout::kLocalRunId, identity.run_id);
-  write_int64_attribute(root, layout::kLocalStep, {identity.step});
-  write_int64_attribute(root, layout::kLocalOwnerRank, {identity.owner_rank});
-  write_int64_attribute(root, layout::kLocalReplica, {identity.replica});
-  write_string_attribute(root, layout::kLocalNodes, joined_lines(identity.nodes));
-  write_int64_attribute(root, layout::kLocalRankNode, identity.rank_node);
-}
-
-void rewrite_local_step(Hid root, std::int64_t step) { overwrite_int64_attribute(root, layout::kLocalStep, {step}); }
-
-void write_chunk_owners(Hid dataset, const std::vector<std::int64_t>& owners) {
-  write_int64_attribute(dataset, layout::kLocalChunkOwners, owners);
-}
-
-ChunkOwners read_chunk_owners(const std::string& path, const Metadata& metadata, std::int64_t world_size) {
-  auto file = open_file_read_only(path, MPI_COMM_NULL);
-  auto owners = chunk_owners_in(file.get(), metadata, world_size);
-  file.close("'" + path + "'");
-  return owners;
-}
-
-LocalCopyIndex read_local_copy_index(const std::string& path, std::int64_t world_size) {
-  auto file = open_file_read_only(path, MPI_COMM_NULL);
-  LocalCopyIndex out;
-  out.index = read_container_index(file.get(), path);
-  out.owners = chunk_owners_in(file.get(), out.index.metadata, world_size);
-  file.close("'" + path + "'");
-  return out;
-}
-
-bool is_local_copy(const std::string& path) {
-  check_hdf5_file(path);
-  const auto file = open_file_read_only(path, MPI_COMM_NULL);
-  return has_attribute(file.get(), layout::kLocalRunId);
-}
-
-LocalFileIdentity read_local_identity(const std::string& path) {
-  check_hdf5_file(path);
-  const auto file = open_file_read_only(path, MPI_COMM_NULL);
+// The identity of the local copy open at `root` (read_local_identity).
+LocalFileIdentity local_identity_in(Hid root, const std::string& path) {
   const std::string where = "'" + path + "'";
-  const Hid root = file.get();
   if (!has_attribute(root, layout::kLocalRunId))
     throw FormatError("h5dcp: " + where + " is not a node-local copy (no " + layout::kLocalRunId + ")");
   LocalFileIdentity id;
@@ -129,6 +88,50 @@ LocalFileIdentity read_local_identity(const std::string& path) {
       throw FormatError("h5dcp: " + where + ": a rank's node " + std::to_string(n) + " is not one of its " +
                         std::to_string(id.nodes.size()) + " nodes");
   return id;
+}
+
+}  // namespace
+
+void write_local_identity(Hid root, const LocalFileIdentity& identity) {
+  write_string_attribute(root, layout::kLocalRunId, identity.run_id);
+  write_int64_attribute(root, layout::kLocalStep, {identity.step});
+  write_int64_attribute(root, layout::kLocalOwnerRank, {identity.owner_rank});
+  write_int64_attribute(root, layout::kLocalReplica, {identity.replica});
+  write_string_attribute(root, layout::kLocalNodes, joined_lines(identity.nodes));
+  write_int64_attribute(root, layout::kLocalRankNode, identity.rank_node);
+}
+
+void rewrite_local_step(Hid root, std::int64_t step) { overwrite_int64_attribute(root, layout::kLocalStep, {step}); }
+
+void write_chunk_owners(Hid dataset, const std::vector<std::int64_t>& owners) {
+  write_int64_attribute(dataset, layout::kLocalChunkOwners, owners);
+}
+
+LocalCopyIndex read_local_copy_index(const std::string& path, std::int64_t world_size) {
+  auto file = open_file_read_only(path, MPI_COMM_NULL);
+  LocalCopyIndex out;
+  out.index = read_container_index(file.get(), path);
+  out.owners = chunk_owners_in(file.get(), out.index.metadata, world_size);
+  file.close("'" + path + "'");
+  return out;
+}
+
+LocalFileIdentity read_local_identity(const std::string& path) {
+  const auto file = open_file_read_only(path, MPI_COMM_NULL);
+  return local_identity_in(file.get(), path);
+}
+
+CheckpointFileIndex read_checkpoint_file_index(const std::string& path, bool require_exact_tiling) {
+  auto file = open_file_read_only(path, MPI_COMM_NULL);
+  CheckpointFileIndex out;
+  out.index = read_container_index(file.get(), path, require_exact_tiling);
+  if (has_attribute(file.get(), layout::kLocalRunId)) {
+    out.local = local_identity_in(file.get(), path);
+    out.owners =
+        chunk_owners_in(file.get(), out.index.metadata, static_cast<std::int64_t>(out.local->rank_node.size()));
+  }
+  file.close("'" + path + "'");
+  return out;
 }
 
 }  // namespace h5dcp::detail

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,12 +43,6 @@ void write_chunk_owners(Hid dataset, const std::vector<std::int64_t>& owners);
 
 using ChunkOwners = std::map<std::string, std::vector<std::int64_t>>;  ///< each tensor's chunks' owner ranks
 
-/// The chunk owners of every tensor of `metadata` in the copy at `path`.
-/// Serial. Throws FormatError when the file cannot be read or an owner list
-/// is missing, does not have one entry per chunk, or names a rank outside
-/// `world_size`; IoError when HDF5 cannot open a tensor's dataset.
-ChunkOwners read_chunk_owners(const std::string& path, const Metadata& metadata, std::int64_t world_size);
-
 /// A copy's index and chunk owners: everything a recovery needs of it but
 /// its identity and its blocks.
 struct LocalCopyIndex {
@@ -55,14 +50,25 @@ struct LocalCopyIndex {
   ChunkOwners owners;
 };
 
-/// The index (read_container_index) and the chunk owners (read_chunk_owners,
-/// of a saving job of `world_size` ranks) of the copy at `path`, from one
-/// open of the file. Serial. Throws as those do.
+/// The index (read_container_index) and the chunk owners of the copy at
+/// `path` (of a saving job of `world_size` ranks), from one open of the file.
+/// Serial. Throws as read_container_index does, and FormatError when an owner
+/// list is missing, does not have one entry per chunk, or names a rank
+/// outside `world_size`; IoError when HDF5 cannot open a tensor's dataset.
 LocalCopyIndex read_local_copy_index(const std::string& path, std::int64_t world_size);
 
-/// Whether the checkpoint file at `path` is a local copy (has the root
-/// attribute h5dcp.local.run_id). Throws FormatError when it cannot be opened.
-bool is_local_copy(const std::string& path);
+/// A checkpoint file's index and, when the file is a local copy, its
+/// identity and chunk owners: what verify and the CLI say of a file.
+struct CheckpointFileIndex {
+  CheckpointIndex index;
+  std::optional<LocalFileIdentity> local;  ///< std::nullopt: not a local copy
+  ChunkOwners owners;                      ///< a local copy's; empty otherwise
+};
+
+/// The same from one open of `path`, whatever checkpoint it is. Serial.
+/// Throws as read_container_index (with `require_exact_tiling`),
+/// read_local_identity and read_local_copy_index do.
+CheckpointFileIndex read_checkpoint_file_index(const std::string& path, bool require_exact_tiling);
 
 /// The identity of the local copy at `path`; throws FormatError when it is
 /// not one (no h5dcp.local.* attributes, or inconsistent ones).
