@@ -40,8 +40,9 @@
 # LOAD_AB_ROUNDS (3): the same for the 1 GiB loads (warm and cold, same and resharded sharding),
 # each repetition reading the file its own side just saved, untimed (h5dcp-bench's also reads the
 # same bytes cold with POSIX calls, the cold loads' baseline);
-# DURABLE_ROUNDS (3): rounds of saves until durable, each right after a settled disk (the sync
-# save, h5dcp's async saves with 3 staging sizes, the peer's async save), AB_REPS each.
+# DURABLE_ROUNDS (5): rounds of saves until durable, each right after a settled disk (the sync
+# save, h5dcp's async saves with 3 staging sizes, the peer's async save), AB_REPS each; as many
+# rounds as sides, so that each side goes first once and holds every position once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GIB=${GIB:-1}
@@ -51,7 +52,7 @@ DIR=${BENCH_DIR:-/tmp/h5dcp-bench}
 DCP_THREADS=${DCP_THREADS:-auto}
 AB_ROUNDS=${AB_ROUNDS:-3}
 SAVE_AB_ROUNDS=${SAVE_AB_ROUNDS:-5}
-DURABLE_ROUNDS=${DURABLE_ROUNDS:-3}
+DURABLE_ROUNDS=${DURABLE_ROUNDS:-5}
 LOAD_AB_ROUNDS=${LOAD_AB_ROUNDS:-3}
 AB_REPS=${AB_REPS:-2}
 ASYNC_SAMPLES=${ASYNC_SAMPLES:-3}
