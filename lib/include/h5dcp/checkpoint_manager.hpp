@@ -305,7 +305,9 @@ class CheckpointManager {
   StagedSave start_async_save(std::int64_t step, const StateDict& state, const AsyncSaveOptions& options,
                               bool stage_in_background, SaveTarget target);
   void start_local_tier();
-  std::optional<CheckpointInfo> recover_local(StateDict& state, const LoadOptions& options, LocalRecoveryScan& scan);
+  // `state_written`: a pass found a copy damaged after writing parts of `state`.
+  std::optional<CheckpointInfo> recover_local(StateDict& state, const LoadOptions& options, LocalRecoveryScan& scan,
+                                              bool& state_written);
   SaveResult save_local(std::int64_t step, const StateDict& state, const SaveOptions& options);   // synchronous
   SaveFuture start_local(std::int64_t step, const StateDict& state, const SaveOptions& options);  // in the background
   bool local_step(std::int64_t step) const;                      // written to the local tier

@@ -228,6 +228,7 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
       ChunkKey key{item.storage_fqn, static_cast<std::int64_t>(k)};
       if (!asked.insert(key).second) continue;
       const auto owner = owners.at(item.storage_fqn).at(k);
+      if (sources.here.at(static_cast<std::size_t>(owner))) continue;  // read in place in local:read
       wanted.at(static_cast<std::size_t>(sources.server.at(static_cast<std::size_t>(owner)))).push_back(key);
     }
   }
@@ -308,6 +309,39 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
     }
   }
 
+  // Copies on this rank's node, read straight into the blocks.
+  std::map<std::size_t, ContainerReader> in_place;  // by owner rank
+  std::map<int, std::string> damaged_here;
+  // The part of chunk `k` (of copy `owner`) that `item` wants, read into
+  // its place in `dest` with its slabs verified. A copy that cannot be read
+  // is reported, as in local:serve; the state is written already.
+  const auto read_in_place = [&](const ReadItem& item, const at::Tensor& dest, const TensorStorageMetadata& storage,
+                                 std::size_t k, std::size_t owner) {
+    const auto box = chunk_box(storage, static_cast<std::int64_t>(k));
+    ReadItem part = item;
+    part.source_chunks = {k};
+    for (std::size_t d = 0; d < box.sizes.size(); ++d) {
+      const auto lo = std::max(box.offsets[d], item.storage_offsets[d]);
+      const auto hi = std::min(box.offsets[d] + box.sizes[d], item.storage_offsets[d] + item.lengths[d]);
+      if (hi <= lo) return;
+      part.storage_offsets[d] = lo;
+      part.lengths[d] = hi - lo;
+      part.dest_offsets[d] = item.dest_offsets[d] + (lo - item.storage_offsets[d]);
+    }
+    auto into = dest_block(dest, part);  // outside the try: a wrong block is this rank's bug, not the copy's
+    try {
+      auto reader = in_place.find(owner);
+      if (reader == in_place.end()) reader = in_place.try_emplace(owner, sources.files.at(owner), MPI_COMM_NULL).first;
+      const auto sums = index.checksums.find(item.storage_fqn);
+      // Every local copy holds its chunks' checksums (write_copy).
+      if (sums == index.checksums.end())
+        throw FormatError("h5dcp: '" + sources.files.at(owner) + "' holds no checksums for '" + item.storage_fqn + "'");
+      read_verified(reader->second, part, into, storage, sums->second);
+      counts.bytes_read += volume(part.lengths) * static_cast<std::int64_t>(dtype_size(storage.properties.dtype));
+    } catch (const std::exception& e) {
+      damaged_here.emplace(static_cast<int>(owner), e.what());
+    }
+  };
   const auto moved = c.all_gather("local:read", [&] {
     for (const auto& item : plan->items) {
       if (item.type == ReadItemType::Value) {
@@ -322,6 +356,11 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
       if (overlapped.empty()) overlapped.push_back(0);
       for (const auto k : overlapped) {
         const auto box = chunk_box(storage, static_cast<std::int64_t>(k));
+        const auto owner = static_cast<std::size_t>(owners.at(item.storage_fqn).at(k));
+        if (sources.here.at(owner)) {
+          if (damaged_here.count(static_cast<int>(owner)) == 0) read_in_place(item, dest, storage, k, owner);
+          continue;
+        }
         auto from = chunks.at(ChunkKey{item.storage_fqn, static_cast<std::int64_t>(k)});
         auto into = block;
         bool empty = false;
@@ -339,12 +378,25 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
       }
       planner.commit_tensor(item, dest);
     }
-    return encode_message(std::pair(counts.bytes_read, counts.bytes_received));
+    for (auto& [owner, reader] : in_place) {
+      try {
+        reader.close();
+      } catch (const std::exception& e) {
+        damaged_here.emplace(static_cast<int>(owner), e.what());
+      }
+    }
+    return encode_message(std::pair(std::pair(counts.bytes_read, counts.bytes_received), damaged_here));
   });
   for (const auto& m : moved) {
-    const auto [read, received] = ByteReader::decode<std::pair<std::int64_t, std::int64_t>>(m);
-    result.counts.bytes_read += read;
-    result.counts.bytes_received += received;
+    auto [moved_bytes, damaged] =
+        ByteReader::decode<std::pair<std::pair<std::int64_t, std::int64_t>, std::map<int, std::string>>>(m);
+    result.counts.bytes_read += moved_bytes.first;
+    result.counts.bytes_received += moved_bytes.second;
+    for (auto& [owner, problem] : damaged) result.damaged.emplace(owner, std::move(problem));
+  }
+  if (!result.damaged.empty()) {
+    result.state_written = true;
+    return result;  // the caller chooses again; Stateful objects are not committed
   }
   if (expand)
     c.all_gather("load:commit", [&] {

@@ -61,25 +61,33 @@ struct LocalRecoverySources {
   std::int64_t step = 0;
   std::vector<int> server;         ///< by owner rank
   std::vector<std::string> files;  ///< by owner rank
+  std::vector<bool> here;          ///< by owner rank: its copy lies on this rank's node, which reads it in place
 };
 
 /// What a recovery moved, all ranks together.
 struct LocalRecoveryCounts {
-  std::int64_t bytes_read = 0;      ///< read from local copies by the serving ranks
-  std::int64_t bytes_received = 0;  ///< received by the loading ranks from the serving ranks (themselves included)
+  std::int64_t bytes_read = 0;      ///< read from local copies, by every rank
+  std::int64_t bytes_received = 0;  ///< received over MPI from the ranks serving copies on other nodes
 };
 
 /// What load_from_local_copies did, the same on every rank.
 struct LocalRecoveryResult {
   LocalRecoveryCounts counts;
-  /// Owner rank -> why its copy could not be served (a checksum differs,
-  /// the file is cut short). Not empty: nothing was loaded, `state` is as
-  /// it was; choose again without these copies (mark_damaged).
+  /// Owner rank -> why its copy could not be read (a checksum differs,
+  /// the file is cut short). Not empty: choose again without these copies
+  /// (mark_damaged).
   std::map<int, std::string> damaged;
+  /// With `damaged`: parts of `state` were written before the damage was
+  /// found (a copy on a rank's own node is read straight into its blocks).
+  /// The next load, of another step or of the shared checkpoint, writes
+  /// every key again; without one, the state must not be used.
+  bool state_written = false;
 };
 
 /// Loads `state` (in place, any rank count, any sharding) from the copies
-/// `sources` names, every block's checksums verified as it is read.
+/// `sources` names, every block's checksums verified as it is read: a
+/// rank reads the chunks whose copy lies on its node itself, straight into
+/// its blocks, and receives the others over MPI from the rank serving them.
 /// Collective. A copy that cannot be read is reported in `damaged`, not
 /// thrown; anything else throws CheckpointError on every rank like
 /// h5dcp::load (a missing key, a wrong shape, a peer that died).

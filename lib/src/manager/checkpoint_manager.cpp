@@ -494,7 +494,7 @@ std::optional<CheckpointInfo> CheckpointManager::latest() {
 }
 
 std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state, const LoadOptions& options,
-                                                               LocalRecoveryScan& scan) {
+                                                               LocalRecoveryScan& scan, bool& state_written) {
   auto& impl = *impl_;
   const auto& local = *impl.local;
   if (impl.in_flight) {  // its failure, if any, stays for the next wait()
@@ -541,7 +541,7 @@ std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state,
     while (true) {
       choice = detail::choose_local_step(local.run_id, shared, reports);
       if (!choice.step) break;
-      sources = detail::LocalRecoverySources{*choice.step, {}, {}};
+      sources = detail::LocalRecoverySources{*choice.step, {}, {}, {}};
       for (const auto& source : choice.sources) {
         const auto node = std::find(p.nodes.begin(), p.nodes.end(), source.node);
         if (node == p.nodes.end())
@@ -550,10 +550,12 @@ std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state,
         const auto& ranks = p.node_ranks[static_cast<std::size_t>(node - p.nodes.begin())];
         sources.server.push_back(ranks[sources.server.size() % ranks.size()]);
         sources.files.push_back(source.file);
+        sources.here.push_back(source.node == node_of(c.rank()));
       }
       auto o = options;
       o.coordinator = impl.options.coordinator;
       recovered = detail::load_from_local_copies(c, state, o, sources);
+      state_written = state_written || recovered.state_written;
       if (recovered.damaged.empty()) break;
       detail::mark_damaged(reports, choice, recovered.damaged);
     }
@@ -578,8 +580,9 @@ std::optional<CheckpointInfo> CheckpointManager::recover_local(StateDict& state,
 
 std::optional<CheckpointInfo> CheckpointManager::load(StateDict& state, const LoadOptions& options) {
   LocalRecoveryScan local_scan;
+  bool state_written = false;
   if (impl_->local) {
-    if (auto recovered = recover_local(state, options, local_scan)) {
+    if (auto recovered = recover_local(state, options, local_scan, state_written)) {
       scan_ = CheckpointScan{};
       scan_.local = std::move(local_scan);
       return recovered;
@@ -590,6 +593,16 @@ std::optional<CheckpointInfo> CheckpointManager::load(StateDict& state, const Lo
                    "checkpoint\n");
   }
   auto found = latest();
+  // A local pass that found a copy damaged may have written parts of the
+  // state (copies on a rank's own node are read in place): only a load of
+  // every key makes it whole again. The same on every rank (the damage was
+  // gathered), so every rank throws alike.
+  if (!found && state_written)
+    throw Error(
+        "h5dcp: checkpoint manager: a local copy was found damaged after parts of the state were loaded "
+        "from it, no other local step could be loaded and the shared directory holds no checkpoint: the "
+        "state is partly written and must not be used (" +
+        (local_scan.skipped.empty() ? std::string("no copy named") : local_scan.skipped.front()) + ")");
   scan_.local = std::move(local_scan);
   if (!found) return std::nullopt;
   auto o = options;
