@@ -841,6 +841,18 @@ TEST(LocalTierRecovery, ACorruptedCopyIsSkippedByNameAndItsReplicaUsed) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// The copies of rank 0's data of `steps` on the three faked nodes that exist.
+std::vector<std::string> rank0_copies(const LocalTierOptions& options, std::initializer_list<const char*> steps) {
+  std::vector<std::string> copies;
+  for (const auto* step : steps)
+    for (const auto* node : {"node-a", "node-b", "node-c"}) {
+      const auto path =
+          detail::local_directory_for(options.directory, node) + "/" + step + "/" + detail::local_copy_name(0);
+      if (std::filesystem::exists(path)) copies.push_back(path);
+    }
+  return copies;
+}
+
 // Every copy of rank 0's data of step 3 damaged in its blocks, which only
 // the load reads (the survey reads identities and indexes): the load finds
 // the first, then the replica, loads nothing from either, and falls back to
@@ -850,12 +862,7 @@ TEST(LocalTierRecovery, BlocksDamagedInEveryCopyOfARankFallBackToTheSharedCheckp
   test::TempDir dir;
   const auto root = shared_temp_path(dir);
   const auto options = save_three_steps(root, "run-D");
-  std::vector<std::string> copies;
-  for (const auto& node : {std::string("node-a"), std::string("node-b"), std::string("node-c")}) {
-    const auto path =
-        detail::local_directory_for(options.directory, node) + "/local-step-00000003/" + detail::local_copy_name(0);
-    if (std::filesystem::exists(path)) copies.push_back(path);
-  }
+  const auto copies = rank0_copies(options, {"local-step-00000003"});
   ASSERT_EQ(copies.size(), 2u) << "rank 0's own copy and its one replica";
   MPI_Barrier(MPI_COMM_WORLD);
   if (test::world_rank() == 0)
@@ -888,13 +895,7 @@ TEST(LocalTierRecovery, ADamagedCopyReadInPlaceWithNothingToFallBackToThrowsOnEv
   test::TempDir dir;
   const auto root = shared_temp_path(dir);
   const auto options = save_three_steps(root, "run-T");
-  std::vector<std::string> copies;
-  for (const auto* step : {"local-step-00000002", "local-step-00000003"})
-    for (const auto& node : {std::string("node-a"), std::string("node-b"), std::string("node-c")}) {
-      const auto path =
-          detail::local_directory_for(options.directory, node) + "/" + step + "/" + detail::local_copy_name(0);
-      if (std::filesystem::exists(path)) copies.push_back(path);
-    }
+  const auto copies = rank0_copies(options, {"local-step-00000002", "local-step-00000003"});
   ASSERT_EQ(copies.size(), 4u) << "rank 0's own copy and its one replica, of steps 2 and 3";
   MPI_Barrier(MPI_COMM_WORLD);
   if (test::world_rank() == 0) {
