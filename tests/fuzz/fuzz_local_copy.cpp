@@ -123,12 +123,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       for (const auto& copy : step.copies)
         std::fprintf(stderr, "  survey: step %lld, owner %d: %s\n", static_cast<long long>(step.step), copy.owner_rank,
                      copy.intact ? "intact" : copy.problem.c_str());
-  h5dcp_fuzz::expect_no_crash("load_from_local_copies", [&] {
-    auto state = make_state(true);
-    h5dcp::LoadOptions options;
-    options.strict = false;
-    const auto comm = h5dcp::detail::Comm::single_process();
-    (void)h5dcp::detail::load_from_local_copies(comm, state, options, {kStep, {0}, {g_copy}});
-  });
+  // Both of the recovery's reads: the copy served over MPI (on another
+  // node) and read in place (on the loading rank's own node).
+  for (const bool here : {false, true})
+    h5dcp_fuzz::expect_no_crash("load_from_local_copies", [&] {
+      auto state = make_state(true);
+      h5dcp::LoadOptions options;
+      options.strict = false;
+      const auto comm = h5dcp::detail::Comm::single_process();
+      (void)h5dcp::detail::load_from_local_copies(comm, state, options, {kStep, {0}, {g_copy}, {here}});
+    });
   return 0;
 }

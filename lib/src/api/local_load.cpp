@@ -188,6 +188,8 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
                                            const LocalRecoverySources& sources) {
   LocalRecoveryCounts counts;
   const auto owner_count = sources.server.size();
+  if (owner_count == 0 || sources.files.size() != owner_count || sources.here.size() != owner_count)
+    throw UsageError("h5dcp: a local recovery needs a server, a file and a place for every owner rank");
   // The step's index (metadata, values, checksums) and which rank saved
   // each chunk, from one copy: every copy carries them whole.
   const auto indexed = c.all_gather("local:index", [&] {

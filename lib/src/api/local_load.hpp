@@ -90,7 +90,8 @@ struct LocalRecoveryResult {
 /// its blocks, and receives the others over MPI from the rank serving them.
 /// Collective. A copy that cannot be read is reported in `damaged`, not
 /// thrown; anything else throws CheckpointError on every rank like
-/// h5dcp::load (a missing key, a wrong shape, a peer that died).
+/// h5dcp::load (a missing key, a wrong shape, a peer that died); sources
+/// without a server, a file and a place for every owner throw UsageError.
 LocalRecoveryResult load_from_local_copies(const Comm& comm, StateDict& state, const LoadOptions& options,
                                            const LocalRecoverySources& sources);
 
