@@ -1389,7 +1389,7 @@ values = dict(
     floor_attrs=f"{floor_attrs} attributes" if floor_attrs else "several attributes",
     few=few,
     async_vs_copy=fill("async_vs_copy", blocking=f"{s['async_blocking'] / s['staging_copy']:.2f}",
-                       target=f"{100 * ASYNC_BLOCKING:g}", disk=f"{s['staging_copy'] / s['save']:.2f}",
+                       target=f"{100 * ASYNC_BLOCKING:g}", disk=f"{s['staging_copy'] / s['save']:.2g}",
                        percent=f"{100 * s['staging_copy'] / s['save']:.0f}") if "staging_copy" in s and h_ok else "",
     staging_idle=fill("staging_idle", idle=f"{s['staging_copy_idle']:.3f}",
                       idle_vs_touched=f"{s['staging_copy_idle'] / s['staging_copy']:.2f}",
