@@ -841,6 +841,42 @@ TEST(LocalTierRecovery, ACorruptedCopyIsSkippedByNameAndItsReplicaUsed) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// A copy whose index lost a tensor's checksums cannot be verified: the
+// survey judges it (no block of it is read, in place or served), names it,
+// and the recovery takes its replica. The recovering job has the nodes in
+// reverse, so that rank 0's rows, whose own copy is on node-c, would be
+// served to it from there over MPI (a served block once went unverified
+// when its copy had no checksums).
+TEST(LocalTierRecovery, ACopyWithoutChecksumsIsSkippedByNameAndItsReplicaUsed) {
+  if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks (two faked nodes)";
+  test::TempDir dir;
+  const auto root = shared_temp_path(dir);
+  const auto options = save_three_steps(root, "run-S");
+  const auto stripped = detail::local_directory_for(options.directory, fake_node_of(0)) + "/local-step-00000003/" +
+                        detail::local_copy_name(0);
+  if (test::world_rank() == 0) {
+    // EXPECT, not ASSERT: rank 0 goes on to the barrier with the others.
+    const hid_t file = H5Fopen(stripped.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t w = H5Dopen2(file, "/w", H5P_DEFAULT);
+    EXPECT_GE(H5Adelete(w, "h5dcp.checksums"), 0);
+    EXPECT_GE(H5Adelete(w, "h5dcp.checksum_rows"), 0);
+    EXPECT_GE(H5Dclose(w), 0);
+    EXPECT_GE(H5Fclose(file), 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto got =
+      recover(root, options, test::world_size(), [](int r) { return fake_node_of(test::world_size() - 1 - r); });
+  ASSERT_TRUE(got && got->info.has_value());
+  EXPECT_TRUE(got->info->local);
+  EXPECT_EQ(got->info->step, 3);
+  ASSERT_EQ(got->scan.local.skipped.size(), 1u);
+  EXPECT_NE(got->scan.local.skipped[0].find(stripped), std::string::npos) << got->scan.local.skipped[0];
+  EXPECT_NE(got->scan.local.skipped[0].find("holds no checksums for 'w'"), std::string::npos)
+      << got->scan.local.skipped[0];
+  expect_step_state(*got, 3, test::world_rank(), test::world_size());
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // The copies of rank 0's data of `steps` on the three faked nodes that exist.
 std::vector<std::string> rank0_copies(const LocalTierOptions& options, std::initializer_list<const char*> steps) {
   std::vector<std::string> copies;

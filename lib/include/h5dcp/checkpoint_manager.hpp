@@ -286,7 +286,13 @@ class CheckpointManager {
   /// std::nullopt (and leaves `state` untouched) when the directory holds
   /// none. With a local tier, first the newest recoverable local step newer
   /// than the newest shared one (LocalTierOptions), returned with `local`
-  /// set. Collective. Throws CheckpointError like h5dcp::load.
+  /// set. A local copy found damaged is skipped for the next candidate (a
+  /// replica, an older step, the shared directory); copies on a rank's own
+  /// node are read straight into `state`, so one found damaged may leave it
+  /// partly written: then a later candidate loads every key again, and when
+  /// none is left, load() throws Error ("the state is partly written")
+  /// rather than return std::nullopt. Collective. Throws CheckpointError
+  /// like h5dcp::load, and that Error, on every rank.
   std::optional<CheckpointInfo> load(StateDict& state, const LoadOptions& options = {});
 
   /// The last local step this manager published on every node, if any

@@ -77,13 +77,24 @@ at::Tensor chunk_at(const CheckpointIndex& index, const ChunkKey& key, void* pla
                        at::TensorOptions().dtype(to_scalar_type(storage.properties.dtype)));
 }
 
-// Reads chunk `k` of `fqn` from `reader` into `place`, every checksum slab
-// verified when the copy has checksums for it.
-void read_chunk(ContainerReader& reader, const CheckpointIndex& index, const ChunkKey& key, void* place) {
+// The checksums of `fqn` in a local copy's index. Every local copy holds
+// its chunks' checksums (write_copy): one without them is damaged, and
+// neither of recovery's reads uses a block it cannot verify.
+const TensorChecksums& copy_checksums(const CheckpointIndex& index, const std::string& fqn, const std::string& file) {
+  const auto sums = index.checksums.find(fqn);
+  if (sums == index.checksums.end()) throw FormatError("h5dcp: '" + file + "' holds no checksums for '" + fqn + "'");
+  return sums->second;
+}
+
+// Reads chunk `k` of `fqn` from `reader` (the copy at `file`) into `place`,
+// every checksum slab verified.
+void read_chunk(ContainerReader& reader, const std::string& file, const CheckpointIndex& index, const ChunkKey& key,
+                void* place) {
   const auto& [fqn, k] = key;
   const auto& storage = tensor_storage(index, fqn);
   const auto box = chunk_box(storage, k);
   if (volume(box.sizes) == 0) return;
+  const auto& sums = copy_checksums(index, fqn, file);
   ReadItem item;
   item.storage_fqn = fqn;
   item.storage_offsets = box.offsets;
@@ -91,19 +102,14 @@ void read_chunk(ContainerReader& reader, const CheckpointIndex& index, const Chu
   item.lengths = box.sizes;
   item.dtype = storage.properties.dtype;
   item.source_chunks = {static_cast<std::size_t>(k)};
-  const auto sums = index.checksums.find(fqn);
-  if (sums != index.checksums.end()) {
-    read_verified(reader, item, chunk_at(index, key, place), storage, sums->second);
-  } else {
-    reader.read(fqn, item.dtype, box, place);
-  }
+  read_verified(reader, item, chunk_at(index, key, place), storage, sums);
 }
 
 // The problem of the copy at `path` whose identity is `identity`, or
 // std::nullopt when it can serve: its index (metadata, values, checksums)
-// and its chunks' owners read. Its blocks are read, and their checksums
-// verified, once: when they are served (load_from_local_copies), so that a
-// recovery reads each copy it uses once and no copy it does not use.
+// and its chunks' owners read. Its blocks are not: a recovery reads, and
+// verifies, only the blocks its ranks ask for, when it loads them
+// (load_from_local_copies), and nothing of a copy it does not use.
 std::optional<std::string> check_copy(const std::string& path, const LocalFileIdentity& identity) {
   try {
     (void)read_local_copy_index(path, static_cast<std::int64_t>(identity.rank_node.size()));
@@ -270,7 +276,7 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
         try {
           auto reader = readers.find(file);
           if (reader == readers.end()) reader = readers.try_emplace(file, file, MPI_COMM_NULL).first;
-          read_chunk(reader->second, index, keys[i], place);
+          read_chunk(reader->second, file, index, keys[i], place);
         } catch (const std::exception& e) {
           damaged.emplace(static_cast<int>(owner), e.what());
           if (const auto open = readers.find(file); open != readers.end()) {
@@ -314,32 +320,24 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
   // Copies on this rank's node, read straight into the blocks.
   std::map<std::size_t, ContainerReader> in_place;  // by owner rank
   std::map<int, std::string> damaged_here;
-  // The part of chunk `k` (of copy `owner`) that `item` wants, read into
-  // its place in `dest` with its slabs verified. A copy that cannot be read
-  // is reported, as in local:serve; the state is written already.
-  const auto read_in_place = [&](const ReadItem& item, const at::Tensor& dest, const TensorStorageMetadata& storage,
-                                 std::size_t k, std::size_t owner) {
-    const auto box = chunk_box(storage, static_cast<std::int64_t>(k));
-    ReadItem part = item;
-    part.source_chunks = {k};
-    for (std::size_t d = 0; d < box.sizes.size(); ++d) {
-      const auto lo = std::max(box.offsets[d], item.storage_offsets[d]);
-      const auto hi = std::min(box.offsets[d] + box.sizes[d], item.storage_offsets[d] + item.lengths[d]);
-      if (hi <= lo) return;
-      part.storage_offsets[d] = lo;
-      part.lengths[d] = hi - lo;
-      part.dest_offsets[d] = item.dest_offsets[d] + (lo - item.storage_offsets[d]);
-    }
-    auto into = dest_block(dest, part);  // outside the try: a wrong block is this rank's bug, not the copy's
+  // `part` of chunk `k` (of copy `owner`), which `item` wants, read into its
+  // place in `dest` with its slabs verified. A copy that cannot be read is
+  // reported, as in local:serve; the state is written already.
+  const auto read_in_place = [&](const ReadItem& item, const ChunkStorageMetadata& part, const at::Tensor& dest,
+                                 const TensorStorageMetadata& storage, std::size_t k, std::size_t owner) {
+    ReadItem piece = item;
+    piece.source_chunks = {k};
+    piece.storage_offsets = part.offsets;
+    piece.lengths = part.sizes;
+    const auto within = minus(part.offsets, item.storage_offsets);
+    for (std::size_t d = 0; d < within.size(); ++d) piece.dest_offsets[d] += within[d];
+    auto into = dest_block(dest, piece);  // outside the try: a wrong block is this rank's bug, not the copy's
+    const auto& file = sources.files.at(owner);
     try {
       auto reader = in_place.find(owner);
-      if (reader == in_place.end()) reader = in_place.try_emplace(owner, sources.files.at(owner), MPI_COMM_NULL).first;
-      const auto sums = index.checksums.find(item.storage_fqn);
-      // Every local copy holds its chunks' checksums (write_copy).
-      if (sums == index.checksums.end())
-        throw FormatError("h5dcp: '" + sources.files.at(owner) + "' holds no checksums for '" + item.storage_fqn + "'");
-      read_verified(reader->second, part, into, storage, sums->second);
-      counts.bytes_read += volume(part.lengths) * static_cast<std::int64_t>(dtype_size(storage.properties.dtype));
+      if (reader == in_place.end()) reader = in_place.try_emplace(owner, file, MPI_COMM_NULL).first;
+      read_verified(reader->second, piece, into, storage, copy_checksums(index, item.storage_fqn, file));
+      counts.bytes_read += volume(part.sizes) * static_cast<std::int64_t>(dtype_size(storage.properties.dtype));
     } catch (const std::exception& e) {
       damaged_here.emplace(static_cast<int>(owner), e.what());
     }
@@ -358,25 +356,16 @@ LocalRecoveryResult load_from_local_copies(const Comm& c, StateDict& state, cons
       if (overlapped.empty()) overlapped.push_back(0);
       for (const auto k : overlapped) {
         const auto box = chunk_box(storage, static_cast<std::int64_t>(k));
+        const auto part = intersect(box, ChunkStorageMetadata{item.storage_offsets, item.lengths});
+        if (!part) continue;  // the item's block and the chunk do not meet
         const auto owner = static_cast<std::size_t>(owners.at(item.storage_fqn).at(k));
         if (sources.here.at(owner)) {
-          if (damaged_here.count(static_cast<int>(owner)) == 0) read_in_place(item, dest, storage, k, owner);
+          if (damaged_here.count(static_cast<int>(owner)) == 0) read_in_place(item, *part, dest, storage, k, owner);
           continue;
         }
-        auto from = chunks.at(ChunkKey{item.storage_fqn, static_cast<std::int64_t>(k)});
-        auto into = block;
-        bool empty = false;
-        for (std::size_t d = 0; d < box.sizes.size(); ++d) {
-          const auto lo = std::max(box.offsets[d], item.storage_offsets[d]);
-          const auto hi = std::min(box.offsets[d] + box.sizes[d], item.storage_offsets[d] + item.lengths[d]);
-          if (hi <= lo) {
-            empty = true;
-            break;
-          }
-          from = from.narrow(static_cast<std::int64_t>(d), lo - box.offsets[d], hi - lo);
-          into = into.narrow(static_cast<std::int64_t>(d), lo - item.storage_offsets[d], hi - lo);
-        }
-        if (!empty) into.copy_(from);
+        const auto& from = chunks.at(ChunkKey{item.storage_fqn, static_cast<std::int64_t>(k)});
+        narrowed(block, minus(part->offsets, item.storage_offsets), part->sizes)
+            .copy_(narrowed(from, minus(part->offsets, box.offsets), part->sizes));
       }
       planner.commit_tensor(item, dest);
     }

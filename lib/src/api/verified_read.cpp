@@ -15,12 +15,6 @@
 namespace h5dcp::detail {
 namespace {
 
-Shape minus(const Shape& a, const Shape& b) {
-  Shape out(a.size());
-  for (std::size_t d = 0; d < a.size(); ++d) out[d] = a[d] - b[d];
-  return out;
-}
-
 [[noreturn]] void mismatch(const ReadItem& item, std::size_t chunk, const ChunkStorageMetadata& slab,
                            std::uint64_t expected, std::uint64_t got) {
   std::ostringstream out;

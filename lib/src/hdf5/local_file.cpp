@@ -10,6 +10,7 @@
 #include "hdf5/container_layout.hpp"
 #include "hdf5/hdf5_error.hpp"
 #include "hdf5/hdf5_file.hpp"
+#include "plan/chunk_geometry.hpp"
 
 namespace h5dcp::detail {
 namespace {
@@ -112,6 +113,14 @@ LocalCopyIndex read_local_copy_index(const std::string& path, std::int64_t world
   LocalCopyIndex out;
   out.index = read_container_index(file.get(), path);
   out.owners = chunk_owners_in(file.get(), out.index.metadata, world_size);
+  // Every copy holds the checksums of every tensor with elements
+  // (write_copy): a recovery uses no block it cannot verify, and a copy
+  // without them is judged here, where a replica can be chosen instead.
+  for (const auto& [fqn, storage] : out.index.metadata.state_dict_metadata) {
+    const auto* tensor = std::get_if<TensorStorageMetadata>(&storage);
+    if (tensor != nullptr && checked_volume(tensor->size).value_or(0) != 0 && out.index.checksums.count(fqn) == 0)
+      throw FormatError(std::string("h5dcp: '").append(path).append("' holds no checksums for '").append(fqn) + "'");
+  }
   file.close("'" + path + "'");
   return out;
 }

@@ -54,7 +54,8 @@ struct LocalCopyIndex {
 /// `path` (of a saving job of `world_size` ranks), from one open of the file.
 /// Serial. Throws as read_container_index does, and FormatError when an owner
 /// list is missing, does not have one entry per chunk, or names a rank
-/// outside `world_size`; IoError when HDF5 cannot open a tensor's dataset.
+/// outside `world_size`, or a tensor with elements has no checksums; IoError
+/// when HDF5 cannot open a tensor's dataset.
 LocalCopyIndex read_local_copy_index(const std::string& path, std::int64_t world_size);
 
 /// A checkpoint file's index and, when the file is a local copy, its

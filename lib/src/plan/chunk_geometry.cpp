@@ -87,6 +87,12 @@ std::optional<ChunkStorageMetadata> intersect(const ChunkStorageMetadata& a, con
   return out;
 }
 
+Shape minus(const Shape& a, const Shape& b) {
+  Shape out(a.size());
+  for (std::size_t d = 0; d < a.size(); ++d) out[d] = a[d] - b[d];
+  return out;
+}
+
 std::string describe_box(const ChunkStorageMetadata& box) {
   std::ostringstream out;
   out << "[";

@@ -28,6 +28,10 @@ std::optional<std::int64_t> checked_bytes(const Shape& sizes, std::int64_t eleme
 /// empty.
 std::optional<ChunkStorageMetadata> intersect(const ChunkStorageMetadata& a, const ChunkStorageMetadata& b);
 
+/// a - b, dimension by dimension: an offset made relative to the origin `b`
+/// of a box that contains it.
+Shape minus(const Shape& a, const Shape& b);
+
 /// Whether `box`, inside a row-major array of shape `global`, is one
 /// contiguous range of its elements: every dimension after the first one it
 /// cuts is whole, every dimension before it has size 1 (row blocks are; a
