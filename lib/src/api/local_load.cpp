@@ -77,9 +77,10 @@ at::Tensor chunk_at(const CheckpointIndex& index, const ChunkKey& key, void* pla
                        at::TensorOptions().dtype(to_scalar_type(storage.properties.dtype)));
 }
 
-// The checksums of `fqn` in a local copy's index. Every local copy holds
-// its chunks' checksums (write_copy): one without them is damaged, and
-// neither of recovery's reads uses a block it cannot verify.
+// The checksums of `fqn` in the step's index, for a read of the copy at
+// `file`. read_local_copy_index refuses a copy without them, so the index
+// (one surveyed copy's) has them; this keeps either read from using a block
+// it cannot verify should that change.
 const TensorChecksums& copy_checksums(const CheckpointIndex& index, const std::string& fqn, const std::string& file) {
   const auto sums = index.checksums.find(fqn);
   if (sums == index.checksums.end()) throw FormatError("h5dcp: '" + file + "' holds no checksums for '" + fqn + "'");
